@@ -1,0 +1,97 @@
+/**
+ * The HTTP surface on PORT, as one Fastify plugin tree: ingestion (/v1), the admin API (/admin/v1), health,
+ * the OpenAPI document and the error-type pages. server.ts alone listens.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { adminPlugin } from './console/app.js';
+import type { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
+import { gatewayPlugin } from './gateway/app.js';
+import { registerErrorHandling } from './gateway/errors.js';
+import { problemPages } from './gateway/problem-pages.js';
+import type { WorkspaceRateLimiter } from './gateway/rate-limit.js';
+import { LIMITS } from './gateway/validation/limits.js';
+import type { Config } from './shared/config.js';
+import type { Db } from './shared/db/db.js';
+import { newRequestId } from './shared/ids.js';
+import type { Logger } from './shared/logger.js';
+import { httpDuration, httpRequests } from './shared/metrics.js';
+import { repoRoot } from './shared/repo-root.js';
+import type { EventLogProducer } from './shared/runtime/log.js';
+
+export interface AppDeps {
+  readonly config: Config;
+  readonly db: Db;
+  readonly logger: Logger;
+  /** Present when this process serves ingestion (roles all, gateway). */
+  readonly ingest?: {
+    readonly producer: EventLogProducer;
+    readonly verifier: ApiKeyVerifier;
+    readonly limiter: WorkspaceRateLimiter;
+    readonly runtime: 'embedded' | 'kafka';
+  };
+  /** Present when this process serves the admin API (roles all, console). */
+  readonly admin?: boolean;
+  /** Extra plugins for the admin scope (forwarding setup, connection). */
+  readonly adminExtensions?: ReadonlyArray<(app: FastifyInstance) => void | Promise<void>>;
+  /** Extra public routes (e.g. the OAuth callback). */
+  readonly publicExtensions?: ReadonlyArray<(app: FastifyInstance) => void | Promise<void>>;
+  /** Readiness beyond the database: e.g. the log producer and the stages. */
+  readonly ready?: () => Promise<boolean>;
+}
+
+let openApiDocument: string | undefined;
+export function openApiText(): string {
+  openApiDocument ??= readFileSync(join(repoRoot(), 'docs', 'openapi.json'), 'utf8');
+  return openApiDocument;
+}
+
+export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    loggerInstance: deps.logger as FastifyBaseLogger,
+    disableRequestLogging: true,
+    genReqId: () => newRequestId(),
+    bodyLimit: LIMITS.maxBodyBytes,
+    // Slow-loris guard: an idle socket is closed; the per-request deadline is in gateway/deadline.ts.
+    connectionTimeout: 10_000,
+    keepAliveTimeout: 5_000,
+    forceCloseConnections: 'idle',
+    return503OnClosing: true,
+  });
+  registerErrorHandling(app, deps.config.publicBaseUrl);
+
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
+    httpDuration.observe({ route, method: request.method }, reply.elapsedTime / 1000);
+  });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_request, reply) => {
+    let ok = true;
+    try {
+      await deps.db.query('SELECT 1');
+      if (deps.ingest) ok = await deps.ingest.producer.healthy();
+      if (ok && deps.ready) ok = await deps.ready();
+    } catch {
+      ok = false;
+    }
+    return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not ready' });
+  });
+  app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openApiText()));
+  problemPages(app);
+
+  if (deps.ingest) {
+    const ingest = deps.ingest;
+    await app.register(async (scope) => gatewayPlugin(scope, ingest));
+  }
+  if (deps.admin) {
+    await app.register(async (scope) => {
+      await adminPlugin(scope, { db: deps.db, adminToken: deps.config.adminToken, plans: Object.keys(deps.config.planLimits) });
+      for (const ext of deps.adminExtensions ?? []) await ext(scope);
+    });
+  }
+  for (const ext of deps.publicExtensions ?? []) await app.register(async (scope) => ext(scope));
+  return app;
+}

@@ -1,0 +1,18 @@
+/** The console: the admin API (workspaces, keys, forwarding setup, the platform connection). */
+import type { FastifyInstance } from 'fastify';
+import type { Db } from '../shared/db/db.js';
+import { registerAdminAuth } from './admin-auth.js';
+import { workspaceRoutes } from './routes/workspaces.js';
+import { WorkspaceRepo } from './workspace-repo.js';
+
+export interface ConsoleDeps {
+  readonly db: Db;
+  readonly adminToken: string;
+  readonly plans: readonly string[];
+}
+
+/** Admin routes, in their own scope so the admin token hook covers exactly them. */
+export async function adminPlugin(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
+  registerAdminAuth(app, deps.adminToken);
+  workspaceRoutes(app, { repo: new WorkspaceRepo(deps.db), plans: deps.plans });
+}

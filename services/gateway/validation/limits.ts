@@ -1,0 +1,14 @@
+/** Request limits of the ingestion API (README "Limits"; docs/decisions.md says why these numbers). */
+export const LIMITS = {
+  /** Largest request body. Larger bodies get 413 from the Content-Length alone, or as soon as the stream passes it. */
+  maxBodyBytes: 1024 * 1024,
+  /** Events per request, both endpoints. */
+  maxEventsPerRequest: 500,
+  /** Largest single event, as JSON. */
+  maxEventBytes: 32 * 1024,
+  /** Longest event name and idempotency key. */
+  maxNameLength: 256,
+  maxKeyLength: 256,
+  /** Whole request, from its first byte to the answer (the spec's 1.5 s). */
+  requestDeadlineMs: 1500,
+} as const;

@@ -1,0 +1,16 @@
+/**
+ * The order of the pipeline's stages, in one place. Each stage is a processor (see shared/runtime/types.ts);
+ * the runtimes drive them: events.raw → dedupe → events.deduped → enrich → conversions.ready → forwarder.
+ */
+import type { Processor } from './shared/runtime/types.js';
+
+export interface PipelineDeps {
+  readonly dedupeWindowMs: number;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyProcessor = Processor<any, any>;
+
+export function pipelineStages(_deps: PipelineDeps): AnyProcessor[] {
+  return [];
+}

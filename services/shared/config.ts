@@ -1,0 +1,155 @@
+/**
+ * The one place that reads process.env. Every variable of the operator contract is validated here, once, at
+ * start; a bad value fails the start with one line naming the variable (see ConfigError).
+ */
+import { randomBytes } from 'node:crypto';
+import { z } from 'zod';
+
+export const SERVICE_ROLES = ['all', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher', 'console'] as const;
+export type ServiceRole = (typeof SERVICE_ROLES)[number];
+
+export interface PlanLimit {
+  /** Sustained requests per second per workspace. */
+  readonly rps: number;
+  /** Requests allowed in a burst above the sustained rate. */
+  readonly burst: number;
+}
+
+/** Built-in plans; PLAN_LIMITS replaces this table as a whole. */
+export const DEFAULT_PLAN_LIMITS: Readonly<Record<string, PlanLimit>> = {
+  free: { rps: 10, burst: 20 },
+  starter: { rps: 50, burst: 100 },
+  growth: { rps: 200, burst: 400 },
+  enterprise: { rps: 1000, burst: 2000 },
+};
+
+const port = z.coerce.number().int().min(0).max(65535);
+const url = z.string().url();
+
+const planLimitsSchema = z.record(
+  z.string().min(1),
+  z.object({ rps: z.number().positive(), burst: z.number().int().min(1) }).strict(),
+);
+
+const envSchema = z.object({
+  PORT: port.default(8080),
+  HOST: z.string().min(1).default('0.0.0.0'),
+  DATA_DIR: z.string().min(1).default('./data'),
+  ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  PUBLIC_BASE_URL: url.optional(),
+  CREDENTIALS_KEY: z
+    .string()
+    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be base64 of exactly 32 bytes')
+    .optional(),
+  CREDENTIALS_KEY_ID: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/).default('k1'),
+  PLATFORM_API_BASE: url.default('https://business-api.tiktok.com/open_api/v1.3'),
+  PLATFORM_AUTH_URL: url.default('https://business-api.tiktok.com/portal/auth'),
+  PLATFORM_APP_ID: z.string().min(1).optional(),
+  PLATFORM_APP_SECRET: z.string().min(1).optional(),
+  KAFKA_BROKERS: z
+    .string()
+    .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
+    .optional(),
+  SCHEMA_REGISTRY_URL: url.optional(),
+  DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
+  REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
+  METRICS_PORT: port.default(9464),
+  SERVICE_ROLE: z.enum(SERVICE_ROLES).default('all'),
+  PLAN_LIMITS: z
+    .string()
+    .transform((raw, ctx) => {
+      try {
+        return JSON.parse(raw) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be JSON' });
+        return z.NEVER;
+      }
+    })
+    .pipe(planLimitsSchema)
+    .optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** Dedupe window in hours (docs/pipeline.md explains the memory / late-duplicate trade-off). */
+  DEDUPE_WINDOW_HOURS: z.coerce.number().positive().default(7 * 24),
+});
+
+export type RawEnv = z.input<typeof envSchema>;
+
+export interface Config {
+  readonly port: number;
+  readonly host: string;
+  readonly dataDir: string;
+  /** Set when ADMIN_TOKEN was unset: main prints it once. */
+  readonly adminTokenGenerated: boolean;
+  readonly adminToken: string;
+  readonly publicBaseUrl: string;
+  /** undefined: main derives one in DATA_DIR with a warning. */
+  readonly credentialsKey: Buffer | undefined;
+  readonly credentialsKeyId: string;
+  readonly platform: {
+    readonly apiBase: string;
+    readonly authUrl: string;
+    readonly appId: string | undefined;
+    readonly appSecret: string | undefined;
+  };
+  readonly kafka: { readonly brokers: string[]; readonly schemaRegistryUrl: string } | undefined;
+  readonly databaseUrl: string | undefined;
+  readonly redisUrl: string | undefined;
+  readonly metricsPort: number;
+  readonly role: ServiceRole;
+  readonly planLimits: Readonly<Record<string, PlanLimit>>;
+  readonly logLevel: string;
+  readonly dedupeWindowMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly variable: string, problem: string) {
+    super(`invalid configuration: ${variable} ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+/** Parses the environment. Throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Record<string, string | undefined> = process.env): Config {
+  // Empty strings count as unset: `FOO= make run` should mean the default.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0] ?? 'environment');
+    throw new ConfigError(variable, issue.message.replace(/^Invalid input: /, ''));
+  }
+  const e = parsed.data;
+  if (e.KAFKA_BROKERS && !e.SCHEMA_REGISTRY_URL) {
+    throw new ConfigError('SCHEMA_REGISTRY_URL', 'is required when KAFKA_BROKERS is set');
+  }
+  if (e.PLATFORM_APP_ID && !e.PLATFORM_APP_SECRET) {
+    throw new ConfigError('PLATFORM_APP_SECRET', 'is required when PLATFORM_APP_ID is set');
+  }
+  const adminToken = e.ADMIN_TOKEN ?? `adm_${randomBytes(24).toString('base64url')}`;
+  return {
+    port: e.PORT,
+    host: e.HOST,
+    dataDir: e.DATA_DIR,
+    adminTokenGenerated: e.ADMIN_TOKEN === undefined,
+    adminToken,
+    publicBaseUrl: (e.PUBLIC_BASE_URL ?? `http://localhost:${e.PORT}`).replace(/\/+$/, ''),
+    credentialsKey: e.CREDENTIALS_KEY ? Buffer.from(e.CREDENTIALS_KEY, 'base64') : undefined,
+    credentialsKeyId: e.CREDENTIALS_KEY_ID,
+    platform: {
+      apiBase: e.PLATFORM_API_BASE.replace(/\/+$/, ''),
+      authUrl: e.PLATFORM_AUTH_URL,
+      appId: e.PLATFORM_APP_ID,
+      appSecret: e.PLATFORM_APP_SECRET,
+    },
+    kafka: e.KAFKA_BROKERS
+      ? { brokers: e.KAFKA_BROKERS.split(','), schemaRegistryUrl: e.SCHEMA_REGISTRY_URL! }
+      : undefined,
+    databaseUrl: e.DATABASE_URL,
+    redisUrl: e.REDIS_URL,
+    metricsPort: e.METRICS_PORT,
+    role: e.SERVICE_ROLE,
+    planLimits: e.PLAN_LIMITS ?? DEFAULT_PLAN_LIMITS,
+    logLevel: e.LOG_LEVEL,
+    dedupeWindowMs: e.DEDUPE_WINDOW_HOURS * 3600_000,
+  };
+}

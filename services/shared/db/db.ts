@@ -1,0 +1,25 @@
+/**
+ * The one database interface of the service. Two implementations: the embedded default (PGlite, a WASM Postgres
+ * in DATA_DIR) and a real Postgres (DATABASE_URL). Code above this module writes plain Postgres SQL and runs the
+ * same on both; migrations are shared (see migrate.ts).
+ */
+export interface QueryResult<R> {
+  rows: R[];
+  affectedRows?: number;
+}
+
+export interface Sql {
+  query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
+}
+
+export interface Db extends Sql {
+  readonly kind: 'pglite' | 'postgres';
+  /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */
+  transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Postgres bigint columns come back as strings from pg and numbers from PGlite; this reads both. */
+export function toNumber(v: unknown): number {
+  return typeof v === 'number' ? v : Number(v);
+}

@@ -1,0 +1,85 @@
+/**
+ * The one internal event envelope. The gateway normalises both request variants (endpoint A, /v1/events, and
+ * endpoint B, /v1/sgtm) into it; every later stage sees only this. Its Avro form is schemas/event-envelope.avsc.
+ */
+export const CONSENT_VALUES = ['GRANTED', 'DENIED', 'UNSPECIFIED'] as const;
+export type ConsentValue = (typeof CONSENT_VALUES)[number];
+
+export const CONSENT_PURPOSES = ['analytics_storage', 'ad_storage', 'ad_user_data', 'ad_personalization'] as const;
+export type ConsentPurpose = (typeof CONSENT_PURPOSES)[number];
+export type ConsentState = Readonly<Record<ConsentPurpose, ConsentValue>>;
+
+/**
+ * Identifier kinds. Hashed kinds always hold a lower-case SHA-256 hex digest (the gateway refuses anything else).
+ * `other` keeps an alias type of endpoint B that the service does not know yet (alias_type in `alias`).
+ */
+export const IDENTIFIER_KINDS = [
+  'client_id',
+  'user_id',
+  'organization',
+  'email_sha256',
+  'email_canonical_sha256',
+  'phone_e164_sha256',
+  'phone_numeric_sha256',
+  'other',
+] as const;
+export type IdentifierKind = (typeof IDENTIFIER_KINDS)[number];
+
+export interface Identifier {
+  readonly kind: IdentifierKind;
+  readonly value: string;
+  /** For kind `other`: the sender's alias_type. */
+  readonly alias?: string;
+}
+
+/** Page/session data of a web event (A's FrontendPayload; B's event_payload fields of the same names). */
+export interface SessionData {
+  readonly client_id?: string;
+  readonly session_id?: string;
+  readonly page_location?: string;
+  readonly page_referrer?: string;
+  readonly user_agent?: string;
+}
+
+export type KeyMode = 'live' | 'test';
+export type Endpoint = 'events' | 'sgtm';
+export type EventSource = 'WEB' | 'SERVER';
+
+export interface EventEnvelope {
+  /** Envelope format version. */
+  readonly v: 1;
+  readonly workspace_id: string;
+  readonly key_mode: KeyMode;
+  readonly api_key_id: string;
+  readonly request_id: string;
+  /** Index of the event inside its request. */
+  readonly index: number;
+  /** Epoch ms at which the gateway received the request. */
+  readonly received_at: number;
+  readonly endpoint: Endpoint;
+  /** API-Version applied (endpoint A); null for endpoint B. */
+  readonly api_version: string | null;
+  /**
+   * The event's idempotency key: A's event_metadata.idempotency_key; B's Idempotency-Key header (suffixed
+   * `:<index>` when the request holds several events). null when the sender gave none.
+   */
+  readonly idempotency_key: string | null;
+  /**
+   * What dedupe keys on, with its scope: `event` (A: first event with the key wins) or `request` (B: the first
+   * request with the header key wins, with all its events). null: nothing to dedupe at ingestion.
+   */
+  readonly dedupe: { readonly key: string; readonly scope: 'event' | 'request' } | null;
+  /** A's event_source; null for endpoint B, which carries none. */
+  readonly source: EventSource | null;
+  readonly name: string;
+  readonly consent: ConsentState;
+  readonly identifiers: readonly Identifier[];
+  readonly session: SessionData | null;
+  /** A's event_data, B's event_payload: kept whole. */
+  readonly payload: Readonly<Record<string, unknown>>;
+}
+
+/** The partition key of an envelope: workspace + dedupe key, so a key's events and its dedupe state co-locate. */
+export function envelopeKey(e: Pick<EventEnvelope, 'workspace_id' | 'dedupe' | 'request_id' | 'index'>): string {
+  return e.dedupe ? `${e.workspace_id}:${e.dedupe.key}` : `${e.workspace_id}:${e.request_id}:${e.index}`;
+}

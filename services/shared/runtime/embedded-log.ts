@@ -1,0 +1,167 @@
+/**
+ * The embedded runtime's log: topics as rows of log_records in the embedded store (or Postgres), read by offset.
+ * Appends from concurrent requests are group-committed: while one transaction is in flight, new appends queue up
+ * and go together in the next one, so durability costs one commit per group, not per request.
+ */
+import { EventEmitter } from 'node:events';
+import type { Db, Sql } from '../db/db.js';
+import { toNumber } from '../db/db.js';
+import type { TopicName } from '../topics.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord } from './log.js';
+
+interface PendingAppend {
+  readonly topic: TopicName;
+  readonly records: readonly ProducedRecord[];
+  readonly deadline: number;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+export interface StoredRecord<V = unknown> {
+  readonly offset: number;
+  readonly key: string;
+  readonly value: V;
+  readonly appendedAt: number;
+}
+
+/** Stable 32-bit lock id per topic, for pg_advisory_xact_lock. */
+function topicLockId(topic: string): number {
+  let h = 0x3e1;
+  for (let i = 0; i < topic.length; i++) h = (Math.imul(h, 31) + topic.charCodeAt(i)) | 0;
+  return h;
+}
+
+/**
+ * Appends inside an existing transaction (used by stages: outputs commit with their state and offset). Takes the
+ * topics' locks in a fixed order so two transactions never deadlock.
+ */
+export async function appendInTransaction(
+  tx: Sql,
+  batches: ReadonlyMap<TopicName, readonly ProducedRecord[]>,
+): Promise<void> {
+  const topics = [...batches.keys()].filter((t) => batches.get(t)!.length > 0).sort();
+  for (const topic of topics) {
+    const records = batches.get(topic)!;
+    await tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]);
+    await tx.query(
+      'INSERT INTO log_records (topic, key, value) SELECT $1, k, v FROM unnest($2::text[], $3::jsonb[]) AS t(k, v)',
+      [topic, records.map((r) => r.key), records.map((r) => JSON.stringify(r.value))],
+    );
+  }
+}
+
+export class EmbeddedLog implements EventLogProducer {
+  /** Emits the topic name after each commit that appended to it (wakes in-process consumers). */
+  readonly appended = new EventEmitter();
+  private queue: PendingAppend[] = [];
+  private flushing = false;
+  private closed = false;
+
+  constructor(
+    private readonly db: Db,
+    private readonly opts: { maxGroupRecords?: number } = {},
+  ) {
+    this.appended.setMaxListeners(100);
+  }
+
+  append(topic: TopicName, records: readonly ProducedRecord[], deadline: number): Promise<void> {
+    if (this.closed) return Promise.reject(new NotDurableError('log is closed'));
+    if (records.length === 0) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ topic, records, deadline, resolve, reject });
+      if (!this.flushing) void this.flushLoop();
+    });
+  }
+
+  private async flushLoop(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.queue.length > 0) {
+        const group = this.takeGroup();
+        const now = Date.now();
+        const live: PendingAppend[] = [];
+        for (const p of group) {
+          // Past its deadline the request has been answered 503: writing it now would accept what we refused.
+          if (p.deadline <= now) p.reject(new NotDurableError('deadline passed before the log could take the events'));
+          else live.push(p);
+        }
+        if (live.length === 0) continue;
+        const byTopic = new Map<TopicName, ProducedRecord[]>();
+        for (const p of live) {
+          const list = byTopic.get(p.topic) ?? [];
+          for (const r of p.records) list.push(r);
+          byTopic.set(p.topic, list);
+        }
+        try {
+          await this.db.transaction((tx) => appendInTransaction(tx, byTopic));
+          for (const p of live) p.resolve();
+          for (const topic of byTopic.keys()) this.appended.emit('append', topic);
+        } catch (err) {
+          const e = new NotDurableError(`log write failed: ${(err as Error).message}`);
+          for (const p of live) p.reject(e);
+        }
+      }
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private takeGroup(): PendingAppend[] {
+    const max = this.opts.maxGroupRecords ?? 20_000;
+    let n = 0;
+    let i = 0;
+    while (i < this.queue.length && (i === 0 || n + this.queue[i]!.records.length <= max)) {
+      n += this.queue[i]!.records.length;
+      i++;
+    }
+    return this.queue.splice(0, i);
+  }
+
+  /** Records of a topic after an offset, in order. */
+  async read<V = unknown>(topic: TopicName, afterOffset: number, limit: number, sql: Sql = this.db): Promise<StoredRecord<V>[]> {
+    const r = await sql.query<{ offset: unknown; key: string; value: V; appended_at: Date | string }>(
+      'SELECT "offset", key, value, appended_at FROM log_records WHERE topic = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3',
+      [topic, afterOffset, limit],
+    );
+    return r.rows.map((row) => ({
+      offset: toNumber(row.offset),
+      key: row.key,
+      value: row.value,
+      appendedAt: new Date(row.appended_at).getTime(),
+    }));
+  }
+
+  /** Waits until something is appended to the topic, or the timeout. */
+  waitForAppend(topic: TopicName, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.appended.off('append', onAppend);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const onAppend = (t: string): void => {
+        if (t === topic) done();
+      };
+      const timer = setTimeout(done, timeoutMs);
+      this.appended.on('append', onAppend);
+      signal?.addEventListener('abort', done);
+    });
+  }
+
+  async healthy(): Promise<boolean> {
+    if (this.closed) return false;
+    try {
+      await this.db.query('SELECT 1');
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
+  /** Stops taking appends and waits for queued ones to finish. */
+  async close(): Promise<void> {
+    this.closed = true;
+    while (this.flushing || this.queue.length > 0) await new Promise((r) => setTimeout(r, 5));
+  }
+}

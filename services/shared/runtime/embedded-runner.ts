@@ -1,0 +1,212 @@
+/**
+ * The embedded runtime's consumer loop for one processor: read after the stage's committed offset, run the
+ * processor on each record, then write outputs, dead letters, state changes and the new offset in ONE
+ * transaction. A crash at any instant either commits all of a batch or none of it, so nothing is lost and nothing
+ * is processed twice. A batch whose transaction fails is retried record by record; a record that fails alone
+ * MAX_ATTEMPTS times is dead-lettered so the stage moves on (error policy: continue with DLQ).
+ */
+import type { Db, Sql } from '../db/db.js';
+import { toNumber } from '../db/db.js';
+import type { Logger } from '../logger.js';
+import { consumerLag, stageBatchDuration, stageRecords } from '../metrics.js';
+import { Topics, type TopicName } from '../topics.js';
+import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './embedded-log.js';
+import type { ProducedRecord } from './log.js';
+import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
+
+const MAX_ATTEMPTS = 3;
+
+/** A KeyValueStore over the state_store table, inside the stage's transaction. */
+export function tableStore<S>(sql: Sql, store: string): KeyValueStore<S> {
+  return {
+    async get(key) {
+      const r = await sql.query<{ value: S }>('SELECT value FROM state_store WHERE store = $1 AND key = $2', [store, key]);
+      return r.rows[0]?.value;
+    },
+    async put(key, value) {
+      await sql.query(
+        `INSERT INTO state_store (store, key, value, updated_at) VALUES ($1, $2, $3::jsonb, now())
+         ON CONFLICT (store, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
+        [store, key, JSON.stringify(value)],
+      );
+    },
+  };
+}
+
+export interface RunnerOptions {
+  readonly batchSize?: number;
+  readonly idleWaitMs?: number;
+  readonly logger: Logger;
+  readonly now?: () => number;
+}
+
+export class EmbeddedStageRunner<V, S> {
+  private offset: number | undefined;
+  private readonly abort = new AbortController();
+  private loop: Promise<void> | undefined;
+
+  constructor(
+    private readonly db: Db,
+    private readonly log: EmbeddedLog,
+    private readonly processor: Processor<V, S>,
+    private readonly opts: RunnerOptions,
+  ) {}
+
+  start(): void {
+    this.loop ??= this.run();
+  }
+
+  /** Finishes the batch in flight, then stops. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.loop;
+  }
+
+  /** Processes until the input is drained (tests and shutdown). Returns the number of records handled. */
+  async drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.step();
+      if (n === 0) return total;
+      total += n;
+    }
+  }
+
+  private async run(): Promise<void> {
+    const { logger } = this.opts;
+    let backoff = 100;
+    while (!this.abort.signal.aborted) {
+      try {
+        const n = await this.step();
+        backoff = 100;
+        if (n === 0) await this.log.waitForAppend(this.processor.input, this.opts.idleWaitMs ?? 500, this.abort.signal);
+      } catch (err) {
+        logger.error({ err, stage: this.processor.name }, 'stage batch failed; retrying');
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5_000);
+      }
+    }
+  }
+
+  private async committedOffset(): Promise<number> {
+    if (this.offset === undefined) {
+      const r = await this.db.query<{ offset: unknown }>(
+        'SELECT "offset" FROM consumer_offsets WHERE group_id = $1 AND topic = $2',
+        [this.processor.name, this.processor.input],
+      );
+      this.offset = r.rows[0] ? toNumber(r.rows[0].offset) : 0;
+    }
+    return this.offset;
+  }
+
+  /** One batch. Returns how many input records it consumed. */
+  async step(): Promise<number> {
+    const from = await this.committedOffset();
+    const batch = await this.log.read<V>(this.processor.input, from, this.opts.batchSize ?? 500);
+    if (batch.length === 0) {
+      consumerLag.set({ stage: this.processor.name, topic: this.processor.input, partition: '0' }, 0);
+      return 0;
+    }
+    const end = stageBatchDuration.startTimer({ stage: this.processor.name });
+    try {
+      await this.commitBatch(batch);
+    } catch (err) {
+      this.opts.logger.warn({ err, stage: this.processor.name, size: batch.length }, 'batch failed; retrying one by one');
+      for (const record of batch) await this.commitAlone(record);
+    }
+    end();
+    return batch.length;
+  }
+
+  private async commitAlone(record: StoredRecord<V>): Promise<void> {
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      try {
+        await this.commitBatch([record]);
+        return;
+      } catch (err) {
+        lastError = err;
+      }
+    }
+    // Poison record: dead-letter it with its offset, in one transaction, and move on.
+    const outcome: Outcome = { type: 'dlq', reason: 'processing_failed', error: (lastError as Error)?.message };
+    await this.db.transaction(async (tx) => {
+      await appendInTransaction(tx, new Map([[Topics.eventsDlq, [this.deadLetter(record, outcome)]]]));
+      await this.saveOffset(tx, record.offset);
+    });
+    this.offset = record.offset;
+    stageRecords.inc({ stage: this.processor.name, outcome: 'dlq', reason: 'processing_failed' });
+  }
+
+  private async commitBatch(batch: readonly StoredRecord<V>[]): Promise<void> {
+    const counts: Array<[Outcome['type'], string]> = [];
+    const last = batch[batch.length - 1]!.offset;
+    await this.db.transaction(async (tx) => {
+      const outputs = new Map<TopicName, ProducedRecord[]>();
+      const push = (topic: TopicName, r: ProducedRecord): void => {
+        const list = outputs.get(topic);
+        if (list) list.push(r);
+        else outputs.set(topic, [r]);
+      };
+      const store = this.processor.store ? tableStore<S>(tx, this.processor.store.name) : noStore<S>();
+      const ctx = { sql: tx, store, now: this.opts.now ?? Date.now };
+      for (const stored of batch) {
+        const input: InputRecord<V> = {
+          topic: this.processor.input,
+          partition: 0,
+          offset: String(stored.offset),
+          key: stored.key,
+          value: stored.value,
+          timestamp: stored.appendedAt,
+        };
+        // A throw aborts the whole transaction; step() then retries record by record to find the poison one.
+        const outcome = await this.processor.process(input, ctx);
+        if (outcome.type === 'ok') for (const o of outcome.outputs) push(o.topic, { key: o.key, value: o.value });
+        else if (outcome.type === 'dlq') push(Topics.eventsDlq, this.deadLetter(stored, outcome));
+        counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
+      }
+      await appendInTransaction(tx, outputs);
+      await this.saveOffset(tx, last);
+    });
+    this.offset = last;
+    for (const [outcome, reason] of counts) stageRecords.inc({ stage: this.processor.name, outcome, reason });
+    this.notifyDownstream();
+  }
+
+  private notifyDownstream(): void {
+    // Wake consumers of every topic: cheap, and stages need not know who reads their outputs.
+    for (const t of Object.values(Topics)) this.log.appended.emit('append', t);
+  }
+
+  private async saveOffset(tx: Sql, offset: number): Promise<void> {
+    await tx.query(
+      `INSERT INTO consumer_offsets (group_id, topic, "offset", updated_at) VALUES ($1, $2, $3, now())
+       ON CONFLICT (group_id, topic) DO UPDATE SET "offset" = EXCLUDED."offset", updated_at = now()`,
+      [this.processor.name, this.processor.input, offset],
+    );
+  }
+
+  private deadLetter(record: StoredRecord<V>, outcome: Extract<Outcome, { type: 'dlq' }>): ProducedRecord<DeadLetter> {
+    return {
+      key: record.key,
+      value: {
+        stage: this.processor.name,
+        reason: outcome.reason,
+        error: outcome.error ?? null,
+        source_topic: this.processor.input,
+        source_partition: 0,
+        source_offset: String(record.offset),
+        key: record.key,
+        value: record.value,
+        failed_at: (this.opts.now ?? Date.now)(),
+      },
+    };
+  }
+}
+
+function noStore<S>(): KeyValueStore<S> {
+  return {
+    get: () => Promise.reject(new Error('this stage has no state store')),
+    put: () => Promise.reject(new Error('this stage has no state store')),
+  };
+}

@@ -1,0 +1,26 @@
+import type { TopicName } from '../topics.js';
+
+export interface ProducedRecord<V = unknown> {
+  readonly key: string;
+  readonly value: V;
+}
+
+/** Thrown when records could not be made durable before the caller's deadline. Nothing of them was written. */
+export class NotDurableError extends Error {
+  constructor(message: string, readonly retryAfterSeconds = 1) {
+    super(message);
+    this.name = 'NotDurableError';
+  }
+}
+
+/**
+ * How the gateway makes events durable. Both runtimes implement it: the embedded log (a table, group-committed)
+ * and Kafka (acks=all, idempotent producer). append() resolves only once the records are durable; it rejects
+ * with NotDurableError when that cannot happen before `deadline` (epoch ms).
+ */
+export interface EventLogProducer {
+  append(topic: TopicName, records: readonly ProducedRecord[], deadline: number): Promise<void>;
+  /** True while the log can take writes (readiness). */
+  healthy(): Promise<boolean>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,66 @@
+/**
+ * Every topic of the service, in one place. The embedded runtime keeps the same names as tables of its log;
+ * the Kafka runtime creates them with these partition counts and configs (see infra/local and docs/operations.md).
+ */
+export interface TopicSpec {
+  readonly name: string;
+  readonly partitions: number;
+  /** Kafka topic configs, e.g. cleanup.policy. */
+  readonly config: Readonly<Record<string, string>>;
+  readonly purpose: string;
+}
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+
+export const Topics = {
+  eventsRaw: 'events.raw',
+  dedupeState: 'events.dedupe-state',
+  eventsDeduped: 'events.deduped',
+  conversionsReady: 'conversions.ready',
+  conversionsDlq: 'conversions.dlq',
+  eventsDlq: 'events.dlq',
+} as const;
+
+export type TopicName = (typeof Topics)[keyof typeof Topics];
+
+/** Partition count shared by the co-partitioned pair events.raw / events.dedupe-state. */
+export const PIPELINE_PARTITIONS = 6;
+
+export const TOPIC_SPECS: readonly TopicSpec[] = [
+  {
+    name: Topics.eventsRaw,
+    partitions: PIPELINE_PARTITIONS,
+    config: { 'retention.ms': String(7 * DAY_MS), 'min.insync.replicas': '1' },
+    purpose: 'accepted envelopes, keyed workspace:idempotency-key',
+  },
+  {
+    name: Topics.dedupeState,
+    partitions: PIPELINE_PARTITIONS,
+    config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000', 'segment.ms': String(DAY_MS) },
+    purpose: 'changelog of the dedupe store (first-seen markers), co-partitioned with events.raw',
+  },
+  {
+    name: Topics.eventsDeduped,
+    partitions: PIPELINE_PARTITIONS,
+    config: { 'retention.ms': String(7 * DAY_MS) },
+    purpose: 'first-seen envelopes',
+  },
+  {
+    name: Topics.conversionsReady,
+    partitions: PIPELINE_PARTITIONS,
+    config: { 'retention.ms': String(7 * DAY_MS) },
+    purpose: 'platform-ready conversion records, keyed workspace:event_id',
+  },
+  {
+    name: Topics.conversionsDlq,
+    partitions: 1,
+    config: { 'retention.ms': String(30 * DAY_MS) },
+    purpose: 'conversions the platform rejected permanently, with code and message',
+  },
+  {
+    name: Topics.eventsDlq,
+    partitions: 1,
+    config: { 'retention.ms': String(30 * DAY_MS) },
+    purpose: 'records a stage could not process, with the stage and the reason',
+  },
+];
