@@ -28,9 +28,11 @@ ensure_dist_tarball() {
   local tmp="$DIST.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp/dl"
   log "registry: fetching io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all (Maven Central via ~/.m2)"
-  "$(mvn_bin)" -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:3.6.1:copy \
-    -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" \
-    -DoutputDirectory="$tmp/dl" -Dmdep.useBaseVersion=true >&2 \
+  # dependency:get (plugin 2.10, with its `dest`) rather than `copy`: the 3.0.9 parent pom is missing
+  # on Central, which `copy`/`copy-dependencies` treat as fatal; get -Dtransitive=false does not read it.
+  "$(mvn_bin)" -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:2.10:get \
+    -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" -Dtransitive=false \
+    -Ddest="$tmp/dl/registry.tar.gz" >&2 \
     || { rm -rf "$tmp"; die "registry: maven download failed"; }
   tar -xzf "$tmp"/dl/*.tar.gz -C "$tmp" || { rm -rf "$tmp"; die "registry: unpack failed"; }
   rm -rf "$tmp/dl"

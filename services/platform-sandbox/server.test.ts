@@ -81,17 +81,17 @@ describe('sandbox over a real socket', () => {
   it('a delay fault outlasts a client timeout, yet the platform still stores the events', async () => {
     const s = await start();
     const tokens = await obtainTokens(s.app);
-    await postJson(`${s.controlUrl}/faults`, { events: [{ delay_ms: 1500, times: 1 }] });
+    await postJson(`${s.controlUrl}/faults`, { events: [{ delay_ms: 800, times: 1 }] });
     const body = { event_source: 'WEB', event_source_id: 'PIXEL', data: [validRecord({ event_id: 'slow-1' })] };
     await expect(
       fetch(`${s.apiBase}/event/track/`, {
         method: 'POST',
         headers: { 'content-type': 'application/json', 'access-token': tokens.access_token },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(300),
+        signal: AbortSignal.timeout(200),
       }),
     ).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 1600));
+    await new Promise((r) => setTimeout(r, 900));
     const received = (await (await fetch(`${s.controlUrl}/received?event_id=slow-1`)).json()) as { count: number };
     expect(received.count).toBe(1);
   });
