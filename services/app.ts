@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { adminPlugin } from './console/app.js';
 import type { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
 import { gatewayPlugin } from './gateway/app.js';
@@ -50,7 +50,7 @@ export function openApiText(): string {
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => newRequestId(),
     bodyLimit: LIMITS.maxBodyBytes,
     // Slow-loris guard: an idle socket is closed; the per-request deadline is in gateway/deadline.ts.

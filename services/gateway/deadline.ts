@@ -3,7 +3,7 @@
  * streaming at the deadline is cut off (408, nothing accepted); a handler uses the same deadline for the log
  * append, past which it answers 503 and the log drops the events unwritten.
  */
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { IngestError } from './problems.js';
 
@@ -24,8 +24,11 @@ export function registerDeadline(app: FastifyInstance, budgetMs: number): void {
     const guarded = new PassThrough() as PassThrough & { receivedEncodedLength?: number };
     guarded.receivedEncodedLength = 0;
     const timer = setTimeout(() => {
-      guarded.destroy(new IngestError('timeout', `the request body did not arrive within ${budgetMs} ms`));
-      (payload as Readable).destroy();
+      // The socket stays open for the answer; `Connection: close` ends it once the 408 is written.
+      payload.unpipe(guarded);
+      guarded.destroy(
+        new IngestError('timeout', `the request body did not arrive within ${budgetMs} ms`, { Connection: 'close' }),
+      );
     }, Math.max(0, remaining));
     payload.on('data', (chunk: Buffer) => {
       guarded.receivedEncodedLength! += chunk.length;
