@@ -5,6 +5,9 @@
 import type { FastifyInstance } from 'fastify';
 import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
+import { forwardingRoutes } from './console/routes/forwarding.js';
+import { pipelineRoutes } from './console/routes/pipeline.js';
+import { createPlatformSide, type PlatformSide } from './forwarder/platform.js';
 import { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
 import { WorkspaceRateLimiter } from './gateway/rate-limit.js';
 import { pipelineStages } from './pipeline.js';
@@ -21,6 +24,8 @@ export interface RunningService {
   readonly db: Db;
   readonly log: EmbeddedLog | undefined;
   readonly runners: ReadonlyArray<EmbeddedStageRunner<unknown, unknown>>;
+  /** The ad platform side: forwarder, token refresher, connection routes (docs/platform.md). */
+  readonly platform: PlatformSide;
   /** Stops taking requests, finishes in-flight work, closes everything. */
   close(): Promise<void>;
 }
@@ -33,8 +38,19 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
   }
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb });
   const credentialsKey = resolveCredentialsKey(config.credentialsKey, config.dataDir, logger);
-  void credentialsKey;
   const log = new EmbeddedLog(db);
+  const platform = createPlatformSide({
+    config,
+    db,
+    log,
+    credentialsKey,
+    logger,
+    roles: {
+      forwarder: runs(config.role, 'forwarder'),
+      refresher: runs(config.role, 'refresher'),
+      console: runs(config.role, 'console'),
+    },
+  });
   const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 }) : undefined;
   redis?.on('error', (err) => logger.warn({ err: err.message }, 'redis unavailable; rate limits fall back to this process'));
 
@@ -57,18 +73,23 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
         }
       : undefined,
     admin: runs(config.role, 'console'),
+    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
+    publicExtensions: [...platform.publicExtensions],
   });
   for (const r of runners) r.start();
+  platform.start();
 
   return {
     app,
     db,
     log,
     runners,
+    platform,
     async close() {
       await app.close(); // stops accepting, waits for in-flight requests
       await log.close(); // finishes queued appends
       await Promise.all(runners.map((r) => r.stop()));
+      await platform.close(); // batches and refreshes in flight finish
       redis?.disconnect();
       await db.close();
     },

@@ -8,6 +8,7 @@
 #   kafka.sh restart
 #   kafka.sh status              exit 0 when running and ready
 #   kafka.sh topics              create the service's topics (from dist/services/shared/topics-cli.js)
+#   kafka.sh warmup              once per fresh broker: load internal topics, check a transaction
 #   kafka.sh tool CLASS ARGS...  run a Kafka tool class, e.g.
 #       kafka.sh tool org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:19092 --list
 #   kafka.sh classpath           print the classpath
@@ -30,8 +31,8 @@ ensure_libs() {
   local tmp="$LIBS.tmp.$$"
   rm -rf "$tmp"; mkdir -p "$tmp"
   log "kafka: fetching Apache Kafka $KAFKA_VERSION jars (Maven Central via ~/.m2) into $LIBS"
-  "$(mvn_bin)" -q -B -Dstyle.color=never -f "$LOCAL_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
-    dependency:copy-dependencies -DoutputDirectory="$tmp" >&2 \
+  mvn_run -f "$LOCAL_DIR/kafka/pom.xml" -Dkafka.version="$KAFKA_VERSION" \
+    dependency:copy-dependencies -DoutputDirectory="$tmp" \
     || { rm -rf "$tmp"; die "kafka: mvn dependency:copy-dependencies failed"; }
   touch "$tmp/.complete"
   rm -rf "$LIBS"; mkdir -p "$(dirname "$LIBS")"; mv "$tmp" "$LIBS"
@@ -112,7 +113,8 @@ format_storage() {
   [[ -f "$DATA_DIR/meta.properties" ]] && return 0
   local id; id="$(new_cluster_id)"
   log "kafka: formatting storage in $DATA_DIR (cluster id $id)"
-  rm -f "$TOPICS_MARK"
+  rm -f "$TOPICS_MARK" "$KDIR/warmup.done"
+  touch "$KDIR/fresh" # no topics yet: `topics` need not list them first
   "$(java_bin)" "${JAVA_TOOL_FLAGS[@]}" -Dlog4j2.configurationFile="$KDIR/tools-log4j2.properties" \
     -cp "$(classpath)" kafka.tools.StorageTool format -t "$id" -c "$PROPS" --ignore-formatted >&2 \
     || die "kafka: storage format failed"
@@ -179,7 +181,7 @@ tool() { # class args...
 cmd_topics() {
   ready || die "kafka: not running (start it first)"
   ensure_dist
-  local cli="$REPO_ROOT/dist/services/shared/topics-cli.js" spec sum existing name parts cfgs args c created=0
+  local cli="$REPO_ROOT/dist/services/shared/topics-cli.js" spec sum existing name parts cfgs args c out created=0
   [[ -f "$cli" ]] || die "kafka: $cli missing (build failed?)"
   spec="$(cd "$REPO_ROOT" && node "$cli")" || die "kafka: topics-cli failed"
   sum="$(printf '%s\n%s\n' "$KAFKA_PORT" "$spec" | sha256sum | cut -c1-16)"
@@ -187,8 +189,11 @@ cmd_topics() {
     log "kafka: topics already created ($(grep -c . <<<"$spec") topics)"
     return 0
   fi
-  existing="$(tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BROKERS" --list)" \
-    || die "kafka: listing topics failed"
+  existing=""
+  if [[ ! -f "$KDIR/fresh" ]]; then
+    existing="$(tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$KAFKA_BROKERS" --list)" \
+      || die "kafka: listing topics failed"
+  fi
   while read -r name parts cfgs; do
     [[ -n "$name" ]] || continue
     if grep -qxF "$name" <<<"$existing"; then continue; fi
@@ -198,11 +203,24 @@ cmd_topics() {
       IFS=',' read -ra cs <<<"$cfgs"
       for c in "${cs[@]}"; do args+=(--config "$c"); done
     fi
-    tool org.apache.kafka.tools.TopicCommand "${args[@]}" >&2 || die "kafka: creating topic $name failed"
+    out="$(tool org.apache.kafka.tools.TopicCommand "${args[@]}" 2>&1)" || { echo "$out" >&2; die "kafka: creating topic $name failed"; }
+    grep -v '^WARNING: Due to limitations in metric names' <<<"$out" >&2 || true
     created=$((created + 1))
   done <<<"$spec"
   echo "$sum" >"$TOPICS_MARK"
+  rm -f "$KDIR/fresh"
   log "kafka: topics ok ($created created, $(grep -c . <<<"$spec") declared)"
+}
+
+# Once per formatted storage: create/load the internal topics and check transactions (kafkajs).
+cmd_warmup() {
+  ready || die "kafka: not running (start it first)"
+  [[ -f "$KDIR/warmup.done" ]] && return 0
+  if ! (cd "$REPO_ROOT" && node -e "require.resolve('kafkajs')" >/dev/null 2>&1); then
+    log "kafka: kafkajs not installed in the repo, skipping warmup"; return 0
+  fi
+  node "$LOCAL_DIR/kafka-warmup.mjs" "$REPO_ROOT" "$KAFKA_BROKERS" || die "kafka: warmup (transactional producer) failed"
+  touch "$KDIR/warmup.done"
 }
 
 case "${1:-}" in
@@ -212,8 +230,9 @@ case "${1:-}" in
   restart) cmd_stop; cmd_start ;;
   status) cmd_status ;;
   topics) cmd_topics ;;
+  warmup) cmd_warmup ;;
   tool) shift; tool "$@" ;;
   classpath) ensure_libs; classpath ;;
   fetch) ensure_libs ;;
-  *) echo "usage: $0 start [--no-wait]|wait|stop|restart|status|topics|tool CLASS ARGS...|classpath|fetch" >&2; exit 64 ;;
+  *) echo "usage: $0 start [--no-wait]|wait|stop|restart|status|topics|warmup|tool CLASS ARGS...|classpath|fetch" >&2; exit 64 ;;
 esac

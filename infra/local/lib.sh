@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034
 # Shared helpers for infra/local/*.sh. Sourced, not run.
 #
 # Layout (all overridable by env):
@@ -71,6 +71,16 @@ check_java() {
 }
 
 mvn_bin() { ensure_cmd mvn maven; command -v mvn; }
+
+# Run maven quietly (its output goes to a log that is shown only on failure). Uses ~/.m2 as usual.
+mvn_run() { # args...
+  local out rc=0
+  out="$(mktemp)"
+  "$(mvn_bin)" -B -q -Dstyle.color=never "$@" >"$out" 2>&1 || rc=$?
+  if [[ $rc -ne 0 ]]; then sed 's/\x1b\[[0-9;]*m//g' "$out" | tail -n 40 >&2; fi
+  rm -f "$out"
+  return $rc
+}
 
 # Flags for short-lived JVM tools (topic tool, console producer): fast start, small heap.
 JAVA_TOOL_FLAGS=(-Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto)

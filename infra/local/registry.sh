@@ -20,7 +20,7 @@ PIDFILE="$RDIR/registry.pid"
 LOGFILE="$RDIR/registry.log"
 DIST="$CACHE_DIR/apicurio-registry-$APICURIO_VERSION"
 RUNNER="$DIST/apicurio-registry-app-$APICURIO_VERSION-runner.jar"
-STORAGE="${REGISTRY_STORAGE:-sql}"
+STORAGE="${REGISTRY_STORAGE:-$(cat "$RDIR/storage" 2>/dev/null || echo sql)}"
 BASE="http://127.0.0.1:$REGISTRY_PORT"
 
 ensure_dist_tarball() {
@@ -30,9 +30,9 @@ ensure_dist_tarball() {
   log "registry: fetching io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all (Maven Central via ~/.m2)"
   # dependency:get (plugin 2.10, with its `dest`) rather than `copy`: the 3.0.9 parent pom is missing
   # on Central, which `copy`/`copy-dependencies` treat as fatal; get -Dtransitive=false does not read it.
-  "$(mvn_bin)" -q -B -Dstyle.color=never org.apache.maven.plugins:maven-dependency-plugin:2.10:get \
+  mvn_run org.apache.maven.plugins:maven-dependency-plugin:2.10:get \
     -Dartifact="io.apicurio:apicurio-registry-app:$APICURIO_VERSION:tar.gz:all" -Dtransitive=false \
-    -Ddest="$tmp/dl/registry.tar.gz" >&2 \
+    -Ddest="$tmp/dl/registry.tar.gz" \
     || { rm -rf "$tmp"; die "registry: maven download failed"; }
   tar -xzf "$tmp"/dl/*.tar.gz -C "$tmp" || { rm -rf "$tmp"; die "registry: unpack failed"; }
   rm -rf "$tmp/dl"
@@ -44,15 +44,16 @@ ensure_dist_tarball() {
 storage_flags() {
   case "$STORAGE" in
     sql)
-      "$LOCAL_DIR/postgres.sh" status >/dev/null 2>&1 || die "registry: REGISTRY_STORAGE=sql needs Postgres (run postgres.sh start)"
-      "$LOCAL_DIR/postgres.sh" createdb registry
+      # needs Postgres: start it when registry.sh is used on its own (a no-op under up.sh)
+      "$LOCAL_DIR/postgres.sh" status >/dev/null 2>&1 || "$LOCAL_DIR/postgres.sh" start >&2
+      "$LOCAL_DIR/postgres.sh" createdb registry >&2
       echo "-Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=postgresql"
       echo "-Dapicurio.datasource.url=jdbc:postgresql://127.0.0.1:$PG_PORT/registry"
       echo "-Dapicurio.datasource.username=$PG_USER -Dapicurio.datasource.password=unused"
       echo "-Dapicurio.datasource.jdbc.initial-size=2 -Dapicurio.datasource.jdbc.min-size=2 -Dapicurio.datasource.jdbc.max-size=20"
       ;;
     kafkasql)
-      "$LOCAL_DIR/kafka.sh" status >/dev/null 2>&1 || die "registry: REGISTRY_STORAGE=kafkasql needs Kafka (run kafka.sh start)"
+      "$LOCAL_DIR/kafka.sh" status >/dev/null 2>&1 || "$LOCAL_DIR/kafka.sh" start >&2
       echo "-Dapicurio.storage.kind=kafkasql -Dapicurio.kafkasql.bootstrap.servers=$KAFKA_BROKERS"
       ;;
     mem) echo "-Dapicurio.storage.kind=sql -Dapicurio.storage.sql.kind=h2" ;;
@@ -87,7 +88,7 @@ cmd_start() {
   pid="$(cd "$DIST" && spawn "$LOGFILE" "$(java_bin)" $heap -XX:+UseSerialGC -XX:ActiveProcessorCount=2 -Xshare:auto \
     -Djava.util.logging.manager=org.jboss.logmanager.LogManager \
     -Dquarkus.http.host=127.0.0.1 -Dquarkus.http.port="$REGISTRY_PORT" \
-    -Dquarkus.log.level=INFO -Dquarkus.log.console.color=false \
+    -Dquarkus.log.level=INFO \
     -Dapicurio.rest.deletion.group.enabled=true \
     -Dapicurio.rest.deletion.artifact.enabled=true \
     -Dapicurio.rest.deletion.artifact-version.enabled=true \

@@ -5,19 +5,39 @@
  */
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { NotDurableError } from '../shared/runtime/log.js';
 import { IngestError } from './problems.js';
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** Epoch ms by which this request must be answered. */
     deadline: number;
+    /**
+     * Set while the events are being appended: from then on the log decides (it drops an append whose deadline
+     * passed before its commit started), so the deadline timer must not answer 503 for events it may still commit.
+     */
+    appending: boolean;
   }
 }
 
 export function registerDeadline(app: FastifyInstance, budgetMs: number): void {
   app.decorateRequest('deadline', 0);
-  app.addHook('onRequest', async (request) => {
+  app.decorateRequest('appending', false);
+  const timers = new WeakMap<object, NodeJS.Timeout>();
+  const bodyTimers = new WeakMap<object, NodeJS.Timeout>();
+  app.addHook('onRequest', async (request, reply) => {
     request.deadline = Date.now() + budgetMs;
+    // Whatever holds a request up (a slow key lookup, a busy store), it is answered within the deadline.
+    const timer = setTimeout(() => {
+      if (!reply.sent && !request.appending) {
+        reply.send(new NotDurableError(`the request could not be completed within ${budgetMs} ms`));
+      }
+    }, budgetMs);
+    timers.set(request, timer);
+  });
+  app.addHook('onResponse', async (request) => {
+    clearTimeout(timers.get(request));
+    clearTimeout(bodyTimers.get(request));
   });
   app.addHook('preParsing', async (request, _reply, payload) => {
     const remaining = request.deadline - Date.now();
@@ -38,6 +58,10 @@ export function registerDeadline(app: FastifyInstance, budgetMs: number): void {
       clearTimeout(timer);
       guarded.destroy(err);
     });
+    // Errors after the answer went out (e.g. a 413 decided from Content-Length) have nobody to report to.
+    guarded.on('error', () => undefined);
+    bodyTimers.set(request, timer);
+    guarded.on('end', () => clearTimeout(timer));
     guarded.on('close', () => clearTimeout(timer));
     payload.pipe(guarded);
     return guarded;

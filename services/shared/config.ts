@@ -70,6 +70,25 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** Dedupe window in hours (docs/pipeline.md explains the memory / late-duplicate trade-off). */
   DEDUPE_WINDOW_HOURS: z.coerce.number().positive().default(7 * 24),
+  /** Previous credential keys still readable after a rotation: `id:base64[,id:base64…]` (docs/platform.md). */
+  CREDENTIALS_PREVIOUS_KEYS: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+(,[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+)*$/, 'must be id:base64[,id:base64…]')
+    .refine(
+      (v) => v.split(',').every((pair) => Buffer.from(pair.slice(pair.indexOf(':') + 1), 'base64').length === 32),
+      'every key must be base64 of exactly 32 bytes',
+    )
+    .optional(),
+  /** Forwarder and token refresher tuning (docs/platform.md). */
+  FORWARDER_LINGER_MS: z.coerce.number().int().min(0).max(60_000).default(200),
+  FORWARDER_BATCH_SIZE: z.coerce.number().int().min(1).max(1000).default(1000),
+  FORWARDER_CONCURRENCY: z.coerce.number().int().min(1).max(256).default(8),
+  FORWARDER_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
+  FORWARDER_RETRY_BASE_MS: z.coerce.number().int().min(1).max(600_000).default(500),
+  FORWARDER_RETRY_MAX_MS: z.coerce.number().int().min(1).max(3_600_000).default(60_000),
+  FORWARDER_LEDGER_RETENTION_HOURS: z.coerce.number().min(48, 'must be at least 48 (the platform dedups for 48 h)').default(7 * 24),
+  FORWARDER_PARK_MAX_HOURS: z.coerce.number().positive().default(7 * 24),
+  REFRESH_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
 });
 
 export type RawEnv = z.input<typeof envSchema>;
@@ -99,6 +118,19 @@ export interface Config {
   readonly planLimits: Readonly<Record<string, PlanLimit>>;
   readonly logLevel: string;
   readonly dedupeWindowMs: number;
+  /** Older credential keys by key id, for reading tokens encrypted before a rotation. */
+  readonly previousCredentialsKeys: ReadonlyMap<string, Buffer>;
+  readonly forwarder: {
+    readonly lingerMs: number;
+    readonly batchSize: number;
+    readonly concurrency: number;
+    readonly requestTimeoutMs: number;
+    readonly retryBaseMs: number;
+    readonly retryMaxMs: number;
+    readonly ledgerRetentionMs: number;
+    readonly parkMaxAgeMs: number;
+    readonly refreshIntervalMs: number;
+  };
 }
 
 export class ConfigError extends Error {
@@ -151,5 +183,22 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     planLimits: e.PLAN_LIMITS ?? DEFAULT_PLAN_LIMITS,
     logLevel: e.LOG_LEVEL,
     dedupeWindowMs: e.DEDUPE_WINDOW_HOURS * 3600_000,
+    previousCredentialsKeys: new Map(
+      (e.CREDENTIALS_PREVIOUS_KEYS?.split(',') ?? []).map((pair) => {
+        const i = pair.indexOf(':');
+        return [pair.slice(0, i), Buffer.from(pair.slice(i + 1), 'base64')] as const;
+      }),
+    ),
+    forwarder: {
+      lingerMs: e.FORWARDER_LINGER_MS,
+      batchSize: e.FORWARDER_BATCH_SIZE,
+      concurrency: e.FORWARDER_CONCURRENCY,
+      requestTimeoutMs: e.FORWARDER_REQUEST_TIMEOUT_MS,
+      retryBaseMs: e.FORWARDER_RETRY_BASE_MS,
+      retryMaxMs: e.FORWARDER_RETRY_MAX_MS,
+      ledgerRetentionMs: e.FORWARDER_LEDGER_RETENTION_HOURS * 3600_000,
+      parkMaxAgeMs: e.FORWARDER_PARK_MAX_HOURS * 3600_000,
+      refreshIntervalMs: e.REFRESH_INTERVAL_MS,
+    },
   };
 }

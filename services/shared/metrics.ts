@@ -59,3 +59,10 @@ export const consumerLag = new Gauge({
   labelNames: ['stage', 'topic', 'partition'] as const,
   registers: [registry],
 });
+
+export const stateStorePurged = new Counter({
+  name: 'state_store_purged_total',
+  help: 'Expired entries removed from a stage state store (window retention)',
+  labelNames: ['store'] as const,
+  registers: [registry],
+});

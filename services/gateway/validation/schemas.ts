@@ -84,15 +84,15 @@ const sgtmIdentifier = {
   properties: { alias_type: nonEmpty(64) },
   allOf: [
     {
-      if: { properties: { alias_type: { const: 'client' } } },
+      if: { required: ['alias_type'], properties: { alias_type: { const: 'client' } } },
       then: { required: ['anonymous_client_id'], properties: { anonymous_client_id: nonEmpty(LIMITS.maxKeyLength) } },
     },
     {
-      if: { properties: { alias_type: { const: 'user' } } },
+      if: { required: ['alias_type'], properties: { alias_type: { const: 'user' } } },
       then: { required: ['user_id'], properties: { user_id: nonEmpty(LIMITS.maxKeyLength) } },
     },
     {
-      if: { properties: { alias_type: { const: 'email' } } },
+      if: { required: ['alias_type'], properties: { alias_type: { const: 'email' } } },
       then: { required: ['hashed_email'], properties: { hashed_email: sha256 } },
     },
   ],

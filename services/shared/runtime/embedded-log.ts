@@ -13,6 +13,11 @@ interface PendingAppend {
   readonly topic: TopicName;
   readonly records: readonly ProducedRecord[];
   readonly deadline: number;
+  /** Set when a transaction started writing it: from then on it commits (or fails) with that transaction. */
+  started: boolean;
+  /** Set when its deadline passed before any transaction started it: the caller has been told no. */
+  expired: boolean;
+  timer?: NodeJS.Timeout;
   resolve(): void;
   reject(err: Error): void;
 }
@@ -68,7 +73,14 @@ export class EmbeddedLog implements EventLogProducer {
     if (this.closed) return Promise.reject(new NotDurableError('log is closed'));
     if (records.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ topic, records, deadline, resolve, reject });
+      const pending: PendingAppend = { topic, records, deadline, started: false, expired: false, resolve, reject };
+      // Answer at the deadline even while the store is busy; the transaction that later reaches it skips it.
+      pending.timer = setTimeout(() => {
+        if (pending.started) return;
+        pending.expired = true;
+        reject(new NotDurableError('deadline passed before the log could take the events'));
+      }, Math.max(0, deadline - Date.now()));
+      this.queue.push(pending);
       if (!this.flushing) void this.flushLoop();
     });
   }
@@ -78,27 +90,36 @@ export class EmbeddedLog implements EventLogProducer {
     try {
       while (this.queue.length > 0) {
         const group = this.takeGroup();
-        const now = Date.now();
-        const live: PendingAppend[] = [];
-        for (const p of group) {
-          // Past its deadline the request has been answered 503: writing it now would accept what we refused.
-          if (p.deadline <= now) p.reject(new NotDurableError('deadline passed before the log could take the events'));
-          else live.push(p);
-        }
-        if (live.length === 0) continue;
-        const byTopic = new Map<TopicName, ProducedRecord[]>();
-        for (const p of live) {
-          const list = byTopic.get(p.topic) ?? [];
-          for (const r of p.records) list.push(r);
-          byTopic.set(p.topic, list);
-        }
         try {
-          await this.db.transaction((tx) => appendInTransaction(tx, byTopic));
-          for (const p of live) p.resolve();
-          for (const topic of byTopic.keys()) this.appended.emit('append', topic);
+          // The deadline is checked once the transaction holds the store: an append that waited past its
+          // deadline (its request was answered 503) is dropped unwritten; one that starts in time commits.
+          const written = await this.db.transaction(async (tx) => {
+            const now = Date.now();
+            const live = group.filter((p) => !p.expired && p.deadline > now);
+            for (const p of live) {
+              p.started = true;
+              clearTimeout(p.timer);
+            }
+            const byTopic = new Map<TopicName, ProducedRecord[]>();
+            for (const p of live) {
+              const list = byTopic.get(p.topic) ?? [];
+              for (const r of p.records) list.push(r);
+              byTopic.set(p.topic, list);
+            }
+            await appendInTransaction(tx, byTopic);
+            return new Set(live);
+          });
+          for (const p of group) {
+            clearTimeout(p.timer);
+            if (written.has(p)) p.resolve();
+            else if (!p.expired) p.reject(new NotDurableError('deadline passed before the log could take the events'));
+          }
+          for (const topic of new Set(group.filter((p) => written.has(p)).map((p) => p.topic))) {
+            this.appended.emit('append', topic);
+          }
         } catch (err) {
           const e = new NotDurableError(`log write failed: ${(err as Error).message}`);
-          for (const p of live) p.reject(e);
+          for (const p of group) p.reject(e);
         }
       }
     } finally {

@@ -8,7 +8,7 @@
 import type { Db, Sql } from '../db/db.js';
 import { toNumber } from '../db/db.js';
 import type { Logger } from '../logger.js';
-import { consumerLag, stageBatchDuration, stageRecords } from '../metrics.js';
+import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
 import { Topics, type TopicName } from '../topics.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './embedded-log.js';
 import type { ProducedRecord } from './log.js';
@@ -33,15 +33,42 @@ export function tableStore<S>(sql: Sql, store: string): KeyValueStore<S> {
   };
 }
 
+/**
+ * Deletes entries of a store not written for `retentionMs` (bounded storage for windowed stores such as dedupe's).
+ * In chunks, so one purge never holds a long transaction over a large table.
+ */
+export async function purgeStore(db: Sql, store: string, retentionMs: number, chunk = 5_000): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const r = await db.query<{ key: string }>(
+      `DELETE FROM state_store WHERE store = $1 AND key IN (
+         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - $2::double precision * interval '1 millisecond'
+         LIMIT $3)
+       RETURNING key`,
+      [store, retentionMs, chunk],
+    );
+    total += r.rows.length;
+    if (r.rows.length < chunk) return total;
+  }
+}
+
 export interface RunnerOptions {
   readonly batchSize?: number;
+  /**
+   * Longest a batch's transaction may run before it commits what it has (default 100 ms). The embedded store
+   * serialises transactions, so a long stage batch would hold back the gateway's appends past their 1.5 s deadline.
+   */
+  readonly maxBatchMs?: number;
   readonly idleWaitMs?: number;
+  /** How often the runner purges expired entries of the stage's store (when it declares retentionMs). */
+  readonly purgeIntervalMs?: number;
   readonly logger: Logger;
   readonly now?: () => number;
 }
 
 export class EmbeddedStageRunner<V, S> {
   private offset: number | undefined;
+  private lastPurge = 0;
   private readonly abort = new AbortController();
   private loop: Promise<void> | undefined;
 
@@ -77,15 +104,31 @@ export class EmbeddedStageRunner<V, S> {
     let backoff = 100;
     while (!this.abort.signal.aborted) {
       try {
+        await this.purgeIfDue();
         const n = await this.step();
         backoff = 100;
         if (n === 0) await this.log.waitForAppend(this.processor.input, this.opts.idleWaitMs ?? 500, this.abort.signal);
+        // NOTE: the embedded store runs on this thread and its queries resolve as microtasks, so a busy stage would
+        // never let the event loop reach I/O. Yield once per batch: requests get parsed and their appends queue
+        // for the store before this stage's next transaction.
+        else await new Promise((r) => setImmediate(r));
       } catch (err) {
         logger.error({ err, stage: this.processor.name }, 'stage batch failed; retrying');
         await new Promise((r) => setTimeout(r, backoff));
         backoff = Math.min(backoff * 2, 5_000);
       }
     }
+  }
+
+  /** Purges the store between batches (never concurrently with one), at most every purgeIntervalMs. */
+  private async purgeIfDue(): Promise<void> {
+    const store = this.processor.store;
+    if (!store?.retentionMs) return;
+    const now = Date.now();
+    if (now - this.lastPurge < (this.opts.purgeIntervalMs ?? 5 * 60_000)) return;
+    this.lastPurge = now;
+    const n = await purgeStore(this.db, store.name, store.retentionMs);
+    if (n > 0) stateStorePurged.inc({ store: store.name }, n);
   }
 
   private async committedOffset(): Promise<number> {
@@ -108,14 +151,16 @@ export class EmbeddedStageRunner<V, S> {
       return 0;
     }
     const end = stageBatchDuration.startTimer({ stage: this.processor.name });
+    let consumed: number;
     try {
-      await this.commitBatch(batch);
+      consumed = await this.commitBatch(batch, this.opts.maxBatchMs ?? 100);
     } catch (err) {
       this.opts.logger.warn({ err, stage: this.processor.name, size: batch.length }, 'batch failed; retrying one by one');
       for (const record of batch) await this.commitAlone(record);
+      consumed = batch.length;
     }
     end();
-    return batch.length;
+    return consumed;
   }
 
   private async commitAlone(record: StoredRecord<V>): Promise<void> {
@@ -128,6 +173,9 @@ export class EmbeddedStageRunner<V, S> {
         lastError = err;
       }
     }
+    // NOTE: a record is poison only if the store works. When the database itself fails, dead-lettering would throw
+    // good records away; rethrow instead so the loop backs off and retries from the same offset.
+    await this.db.query('SELECT 1');
     // Poison record: dead-letter it with its offset, in one transaction, and move on.
     const outcome: Outcome = { type: 'dlq', reason: 'processing_failed', error: (lastError as Error)?.message };
     await this.db.transaction(async (tx) => {
@@ -138,9 +186,11 @@ export class EmbeddedStageRunner<V, S> {
     stageRecords.inc({ stage: this.processor.name, outcome: 'dlq', reason: 'processing_failed' });
   }
 
-  private async commitBatch(batch: readonly StoredRecord<V>[]): Promise<void> {
+  /** Processes a prefix of the batch (all of it, or as much as fits in maxMs) and commits it. Returns its length. */
+  private async commitBatch(batch: readonly StoredRecord<V>[], maxMs = Infinity): Promise<number> {
     const counts: Array<[Outcome['type'], string]> = [];
-    const last = batch[batch.length - 1]!.offset;
+    const started = Date.now();
+    let last = batch[0]!.offset;
     await this.db.transaction(async (tx) => {
       const outputs = new Map<TopicName, ProducedRecord[]>();
       const push = (topic: TopicName, r: ProducedRecord): void => {
@@ -164,6 +214,8 @@ export class EmbeddedStageRunner<V, S> {
         if (outcome.type === 'ok') for (const o of outcome.outputs) push(o.topic, { key: o.key, value: o.value });
         else if (outcome.type === 'dlq') push(Topics.eventsDlq, this.deadLetter(stored, outcome));
         counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
+        last = stored.offset;
+        if (Date.now() - started >= maxMs) break;
       }
       await appendInTransaction(tx, outputs);
       await this.saveOffset(tx, last);
@@ -171,6 +223,7 @@ export class EmbeddedStageRunner<V, S> {
     this.offset = last;
     for (const [outcome, reason] of counts) stageRecords.inc({ stage: this.processor.name, outcome, reason });
     this.notifyDownstream();
+    return counts.length;
   }
 
   private notifyDownstream(): void {

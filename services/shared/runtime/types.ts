@@ -57,8 +57,12 @@ export interface Processor<V, S = never> {
   /** Stage name: the consumer group and the metrics label. */
   readonly name: string;
   readonly input: TopicName;
-  /** Name of the stage's state store, when it has one (its changelog topic on Kafka). */
-  readonly store?: { readonly name: string; readonly changelog: TopicName };
+  /**
+   * Name of the stage's state store, when it has one (its changelog topic on Kafka). `retentionMs`: entries not
+   * written for that long are purged by the runtime (embedded: rows of state_store; Kafka: evicted and tombstoned),
+   * which bounds the store; the processor must already treat such entries as absent.
+   */
+  readonly store?: { readonly name: string; readonly changelog: TopicName; readonly retentionMs?: number };
   process(record: InputRecord<V>, ctx: StageContext & { readonly store: KeyValueStore<S> }): Promise<Outcome>;
 }
 

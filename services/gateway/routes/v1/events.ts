@@ -47,6 +47,8 @@ export function eventsRoute(app: FastifyInstance, deps: { producer: EventLogProd
         const envelope = normaliseEvent(ctx, version, e, i);
         return { key: envelopeKey(envelope), value: envelope };
       });
+      if (reply.sent) return reply; // the deadline already answered 503
+      request.appending = true;
       const end = logAppendDuration.startTimer({ runtime: deps.runtime });
       await deps.producer.append(Topics.eventsRaw, records, request.deadline);
       end();

@@ -42,6 +42,8 @@ export function sgtmRoute(app: FastifyInstance, deps: { producer: EventLogProduc
         const envelope = normaliseSgtmEvent(ctx, e, i, idempotencyKey, events.length);
         return { key: envelopeKey(envelope), value: envelope };
       });
+      if (reply.sent) return reply; // the deadline already answered 503
+      request.appending = true;
       const end = logAppendDuration.startTimer({ runtime: deps.runtime });
       await deps.producer.append(Topics.eventsRaw, records, request.deadline);
       end();

@@ -1,0 +1,74 @@
+/**
+ * Admin API: the workspace's forwarding setup (operator contract, "Forwarding setup body"). PUT replaces it whole;
+ * GET reads it. Enrich picks a change up within its settings cache TTL (1 s).
+ */
+import type { FastifyInstance } from 'fastify';
+import { IngestError } from '../../gateway/problems.js';
+import type { Db } from '../../shared/db/db.js';
+import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
+import { ForwardingRepo } from '../forwarding-repo.js';
+
+const text = (max: number) => ({ type: 'string', minLength: 1, maxLength: max, pattern: '\\S' }) as const;
+
+const selectedEvent = {
+  type: 'object',
+  required: ['name', 'platform_event'],
+  additionalProperties: false,
+  properties: { name: text(256), platform_event: text(100) },
+} as const;
+
+const setupBody = {
+  type: 'object',
+  required: ['event_source', 'event_source_id', 'pii_mode', 'click_window_days', 'events'],
+  additionalProperties: false,
+  properties: {
+    event_source: text(32),
+    event_source_id: text(128),
+    pii_mode: { type: 'string', enum: ['hashed', 'none'] },
+    click_window_days: { type: 'integer', minimum: 1, maximum: 90 },
+    // NOTE: not anyOf [string, null]: with Fastify's type coercion an empty string would be coerced to null there.
+    test_event_code: { type: ['string', 'null'], minLength: 1, maxLength: 100, pattern: '\\S' },
+    events: { type: 'array', maxItems: 200, items: selectedEvent },
+  },
+} as const;
+
+const setupOut = {
+  type: 'object',
+  properties: {
+    workspace_id: { type: 'string' },
+    event_source: { type: 'string' },
+    event_source_id: { type: 'string' },
+    pii_mode: { type: 'string' },
+    click_window_days: { type: 'integer' },
+    test_event_code: { type: ['string', 'null'] },
+    events: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, platform_event: { type: 'string' } } } },
+    updated_at: { type: 'string' },
+  },
+} as const;
+
+export function forwardingRoutes(app: FastifyInstance, deps: { db: Db }): void {
+  const repo = new ForwardingRepo(deps.db);
+
+  app.put<{ Params: { ws: string }; Body: ForwardingSetupInput }>(
+    '/admin/v1/workspaces/:ws/forwarding',
+    { schema: { body: setupBody, response: { 200: setupOut } } },
+    async (request) => {
+      const { ws } = request.params;
+      const names = request.body.events.map((e) => e.name);
+      const repeated = names.find((n, i) => names.indexOf(n) !== i);
+      if (repeated !== undefined) throw new IngestError('validation', `events: "${repeated}" is listed more than once`);
+      if (!(await repo.workspaceExists(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
+      return repo.put(ws, request.body);
+    },
+  );
+
+  app.get<{ Params: { ws: string } }>(
+    '/admin/v1/workspaces/:ws/forwarding',
+    { schema: { response: { 200: setupOut } } },
+    async (request) => {
+      const setup = await repo.get(request.params.ws);
+      if (!setup) throw new IngestError('notFound', `workspace ${request.params.ws} has no forwarding setup`);
+      return setup;
+    },
+  );
+}

@@ -1,0 +1,48 @@
+/**
+ * The dedupe stage: events.raw → events.deduped. First seen wins per (workspace, idempotency key), across requests
+ * and inside one batch; for endpoint B the request key (a later request with a seen key is dropped whole). The state
+ * lives in the runtime's store (state_store embedded, a compacted changelog on Kafka), written in the same atomic
+ * step as the output, so a crash can neither lose an event nor let a duplicate through.
+ */
+import { envelopeKey } from '../shared/envelope.js';
+import { checkEnvelope } from '../shared/envelope-guard.js';
+import { dlq, drop, ok, type Processor } from '../shared/runtime/types.js';
+import { Topics } from '../shared/topics.js';
+import { judge, type DedupeState } from './seen-marker.js';
+
+export const DEDUPE_STAGE = 'dedupe';
+export const DEDUPE_STORE = 'dedupe';
+export const DEFAULT_DEDUPE_WINDOW_MS = 7 * 24 * 3600_000;
+
+export interface DedupeDeps {
+  /** How long a key stays "seen" (DEDUPE_WINDOW_HOURS); also the store's retention. */
+  readonly windowMs: number;
+}
+
+export function createDedupeProcessor(deps: DedupeDeps): Processor<unknown, DedupeState> {
+  return {
+    name: DEDUPE_STAGE,
+    input: Topics.eventsRaw,
+    store: { name: DEDUPE_STORE, changelog: Topics.dedupeState, retentionMs: deps.windowMs },
+    async process(record, ctx) {
+      const checked = checkEnvelope(record.value);
+      if (!checked.ok) return dlq('invalid_envelope', checked.reason);
+      const e = checked.envelope;
+      const pass = ok({ topic: Topics.eventsDeduped, key: record.key, value: e });
+      // Endpoint B without Idempotency-Key: nothing to dedupe here; enrich dedupes on the derived event_id.
+      if (!e.dedupe) return pass;
+      // The store key is the partition key itself, so the state co-partitions with events.raw.
+      const storeKey = envelopeKey(e);
+      const verdict = judge(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
+      switch (verdict.kind) {
+        case 'duplicate':
+          return drop(verdict.reason);
+        case 'same_request':
+          return pass;
+        case 'first':
+          await ctx.store.put(storeKey, verdict.next);
+          return pass;
+      }
+    },
+  };
+}

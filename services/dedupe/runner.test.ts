@@ -1,0 +1,134 @@
+/** The dedupe processor on the embedded runtime: outputs, state and offset in one transaction; retention purge. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../shared/db/db.js';
+import { openDatabase } from '../shared/db/open.js';
+import { silentLogger } from '../shared/logger.js';
+import { registry } from '../shared/metrics.js';
+import { EmbeddedLog } from '../shared/runtime/embedded-log.js';
+import { EmbeddedStageRunner, purgeStore } from '../shared/runtime/embedded-runner.js';
+import type { Processor } from '../shared/runtime/types.js';
+import { Topics } from '../shared/topics.js';
+import { webEvent } from '../../test/helpers/factories.js';
+import { DAY, fromA, keyed } from '../../test/helpers/envelopes.js';
+import { createDedupeProcessor } from './processor.js';
+
+let db: Db;
+let log: EmbeddedLog;
+beforeAll(async () => {
+  db = await openDatabase({ inMemory: true });
+  log = new EmbeddedLog(db);
+});
+afterAll(async () => {
+  await log?.close();
+  await db?.close();
+});
+
+const rows = async (topic: string) =>
+  (await db.query<{ key: string; value: any }>('SELECT key, value FROM log_records WHERE topic = $1 ORDER BY "offset"', [topic])).rows;
+
+const counter = async (stage: string, outcome: string, reason: string): Promise<number> => {
+  const m = (await registry.getSingleMetric('stage_records_total')!.get()).values;
+  return m.filter((v) => v.labels.stage === stage && v.labels.outcome === outcome && v.labels.reason === reason).reduce((s, v) => s + v.value, 0);
+};
+
+describe('dedupe on the embedded runner', () => {
+  it('writes first-seen envelopes to events.deduped once each, counts duplicates, and survives a failed batch', async () => {
+    const inner = createDedupeProcessor({ windowMs: 7 * DAY });
+    // Fails the first time it meets the 3rd record: the batch rolls back whole and is redone record by record.
+    let failed = false;
+    let seen = 0;
+    const flaky: Processor<unknown, any> = {
+      ...inner,
+      name: 'dedupe-flaky',
+      async process(record, ctx) {
+        if (++seen === 3 && !failed) {
+          failed = true;
+          throw new Error('injected');
+        }
+        return inner.process(record, ctx);
+      },
+    };
+    const events = fromA(
+      ['a', 'b', 'c', 'a', 'd', 'b'].map((k) => webEvent({ event_metadata: { idempotency_key: `run-${k}` } })),
+      { workspaceId: 'ws_runner' },
+    );
+    await log.append(Topics.eventsRaw, events.map(keyed), Date.now() + 10_000);
+    const runner = new EmbeddedStageRunner(db, log, flaky, { logger: silentLogger });
+    expect(await runner.drain()).toBe(6);
+    expect(failed).toBe(true);
+    const out = await rows(Topics.eventsDeduped);
+    expect(out.map((r) => r.value.idempotency_key)).toEqual(['run-a', 'run-b', 'run-c', 'run-d']);
+    expect(out.map((r) => r.key)).toEqual(['ws_runner:run-a', 'ws_runner:run-b', 'ws_runner:run-c', 'ws_runner:run-d']);
+    expect(await counter('dedupe-flaky', 'drop', 'duplicate')).toBe(2);
+    expect(await counter('dedupe-flaky', 'ok', '')).toBe(4);
+    // A restarted runner (fresh instance, as after a crash) resumes from the committed offset: nothing twice.
+    expect(await new EmbeddedStageRunner(db, log, flaky, { logger: silentLogger }).drain()).toBe(0);
+  });
+
+  it('dead-letters a record that fails alone, with the stage and the reason, and moves on', async () => {
+    const inner = createDedupeProcessor({ windowMs: 7 * DAY });
+    const poison: Processor<unknown, any> = {
+      ...inner,
+      name: 'dedupe-poison',
+      async process(record, ctx) {
+        if ((record.value as any).idempotency_key === 'poison') throw new Error('cannot handle this');
+        return inner.process(record, ctx);
+      },
+    };
+    const before = (await rows(Topics.eventsDlq)).length;
+    const events = fromA(['p1', 'poison', 'p2'].map((k) => webEvent({ event_metadata: { idempotency_key: k } })), { workspaceId: 'ws_poison' });
+    await log.append(Topics.eventsRaw, events.map(keyed), Date.now() + 10_000);
+    await new EmbeddedStageRunner(db, log, poison, { logger: silentLogger }).drain();
+    const dlq = (await rows(Topics.eventsDlq)).slice(before);
+    expect(dlq).toHaveLength(1);
+    expect(dlq[0]!.value).toMatchObject({ stage: 'dedupe-poison', reason: 'processing_failed', error: 'cannot handle this' });
+    expect(dlq[0]!.value.value.idempotency_key).toBe('poison');
+    const deduped = (await rows(Topics.eventsDeduped)).map((r) => r.value.idempotency_key);
+    expect(deduped).toEqual(expect.arrayContaining(['p1', 'p2']));
+    expect(await counter('dedupe-poison', 'dlq', 'processing_failed')).toBe(1);
+  });
+
+  it('does not dead-letter good records when the database itself is down: it fails the batch and retries later', async () => {
+    const inner = createDedupeProcessor({ windowMs: 7 * DAY });
+    const proc = { ...inner, name: 'dedupe-dbdown' };
+    const events = fromA([webEvent()], { workspaceId: 'ws_down' });
+    await log.append(Topics.eventsRaw, events.map(keyed), Date.now() + 10_000);
+    const down: Db = {
+      kind: db.kind,
+      query: (text, params) => (text === 'SELECT 1' ? Promise.reject(new Error('connection lost')) : db.query(text, params)),
+      transaction: () => Promise.reject(new Error('connection lost')),
+      close: () => Promise.resolve(),
+    };
+    const before = (await rows(Topics.eventsDlq)).length;
+    await expect(new EmbeddedStageRunner(down, log, proc, { logger: silentLogger }).step()).rejects.toThrow('connection lost');
+    expect((await rows(Topics.eventsDlq)).length).toBe(before);
+    // Once the database is back, the same records go through.
+    expect(await new EmbeddedStageRunner(db, log, proc, { logger: silentLogger }).drain()).toBeGreaterThan(0);
+    expect((await rows(Topics.eventsDlq)).length).toBe(before);
+  });
+
+  it('purges store entries older than the retention (bounded storage), and only those', async () => {
+    await db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES
+      ('purge-test', 'old', '{}', now() - interval '8 days'), ('purge-test', 'new', '{}', now() - interval '6 days'),
+      ('other-store', 'old', '{}', now() - interval '30 days')`);
+    expect(await purgeStore(db, 'purge-test', 7 * DAY, 1)).toBe(1);
+    const left = await db.query<{ store: string; key: string }>(
+      "SELECT store, key FROM state_store WHERE store IN ('purge-test', 'other-store') ORDER BY store, key",
+    );
+    expect(left.rows).toEqual([{ store: 'other-store', key: 'old' }, { store: 'purge-test', key: 'new' }]);
+  });
+
+  it('the running loop purges its own store on start', async () => {
+    const proc = { ...createDedupeProcessor({ windowMs: 7 * DAY }), name: 'dedupe-purging' };
+    await db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES ('dedupe', 'ancient', '{}', now() - interval '9 days')`);
+    const runner = new EmbeddedStageRunner(db, log, proc, { logger: silentLogger, idleWaitMs: 20 });
+    runner.start();
+    for (let i = 0; i < 100; i++) {
+      const r = await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'");
+      if (r.rows.length === 0) break;
+      await new Promise((res) => setTimeout(res, 20));
+    }
+    await runner.stop();
+    expect((await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'")).rows).toHaveLength(0);
+  });
+});

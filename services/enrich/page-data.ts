@@ -1,0 +1,32 @@
+/**
+ * page.url and user.user_agent "from the event's session data": a web event's own page location and user agent;
+ * what it lacks (always, for a server event) comes from the newest session data of its identity cluster. When
+ * nothing is known, page.url is the empty string and user_agent is left out (docs/pipeline.md).
+ */
+import type { Sql } from '../shared/db/db.js';
+import type { EventEnvelope } from '../shared/envelope.js';
+import type { IdentityGraphRepo } from './identity/graph-repo.js';
+import { pageDataOf } from './identity/identifiers.js';
+import { scopeOf } from './scope.js';
+
+export interface ResolvedPage {
+  readonly url: string;
+  readonly userAgent?: string;
+  readonly source: 'event' | 'graph' | 'none';
+}
+
+export async function resolvePage(graph: IdentityGraphRepo, sql: Sql, e: EventEnvelope, clusterId: string | null): Promise<ResolvedPage> {
+  const own = pageDataOf(e);
+  let url = own?.page_location ?? undefined;
+  let userAgent = own?.user_agent ?? undefined;
+  let source: ResolvedPage['source'] = url ? 'event' : 'none';
+  if ((!url || !userAgent) && clusterId) {
+    const known = await graph.newestPageData(sql, scopeOf(e), clusterId);
+    if (!url && known?.page_location) {
+      url = known.page_location;
+      source = 'graph';
+    }
+    userAgent ??= known?.user_agent ?? undefined;
+  }
+  return { url: url ?? '', ...(userAgent ? { userAgent } : {}), source };
+}

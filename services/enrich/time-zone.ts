@@ -1,0 +1,63 @@
+/**
+ * conversion_date_time: the event's time in the ad account's time zone (stored with the connection), formatted
+ * `yyyy-mm-dd hh:mm:ss±hh:mm`. No connection or no time zone: UTC, `+00:00` (docs/pipeline.md).
+ */
+import type { Sql } from '../shared/db/db.js';
+import { timeZoneFallbacks } from './metrics.js';
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterFor(timeZone: string): Intl.DateTimeFormat | undefined {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    try {
+      f = new Intl.DateTimeFormat('en-US', {
+        timeZone,
+        hourCycle: 'h23',
+        year: 'numeric',
+        month: '2-digit',
+        day: '2-digit',
+        hour: '2-digit',
+        minute: '2-digit',
+        second: '2-digit',
+      });
+    } catch {
+      return undefined;
+    }
+    formatters.set(timeZone, f);
+  }
+  return f;
+}
+
+export const isValidTimeZone = (timeZone: string): boolean => formatterFor(timeZone) !== undefined;
+
+const pad = (n: number, width = 2): string => String(Math.abs(n)).padStart(width, '0');
+
+/** Formats epoch ms in an IANA time zone. Throws on an unknown zone (callers check isValidTimeZone). */
+export function formatInTimeZone(epochMs: number, timeZone: string): string {
+  const f = formatterFor(timeZone);
+  if (!f) throw new RangeError(`unknown time zone ${timeZone}`);
+  const seconds = Math.floor(epochMs / 1000) * 1000;
+  const parts = Object.fromEntries(f.formatToParts(new Date(seconds)).map((p) => [p.type, p.value]));
+  const [y, mo, d, h, mi, s] = ['year', 'month', 'day', 'hour', 'minute', 'second'].map((k) => Number(parts[k]));
+  // The zone's offset at that instant: the wall-clock reading taken as UTC, minus the instant itself.
+  const offsetMinutes = Math.round((Date.UTC(y!, mo! - 1, d!, h!, mi!, s!) - seconds) / 60_000);
+  const sign = offsetMinutes < 0 ? '-' : '+';
+  const offset = `${sign}${pad(Math.trunc(offsetMinutes / 60))}:${pad(offsetMinutes % 60)}`;
+  return `${pad(y!, 4)}-${pad(mo!)}-${pad(d!)} ${pad(h!)}:${pad(mi!)}:${pad(s!)}${offset}`;
+}
+
+/** The connection's time zone, or UTC when there is none or it is not a known IANA zone. */
+export async function accountTimeZone(sql: Sql, workspaceId: string): Promise<string> {
+  const r = await sql.query<{ time_zone: string | null }>('SELECT time_zone FROM connections WHERE workspace_id = $1', [workspaceId]);
+  const tz = r.rows[0]?.time_zone;
+  if (!tz) {
+    timeZoneFallbacks.inc({ reason: r.rows[0] ? 'no_time_zone' : 'no_connection' });
+    return 'UTC';
+  }
+  if (!isValidTimeZone(tz)) {
+    timeZoneFallbacks.inc({ reason: 'unknown_time_zone' });
+    return 'UTC';
+  }
+  return tz;
+}

@@ -1,0 +1,25 @@
+/**
+ * A small per-key cache with a short time to live, for read-mostly settings (forwarding setups, time zones) that
+ * enrich would otherwise read once per event. A change is seen within the TTL; entries are plain values, so a
+ * rolled-back transaction cannot leave anything wrong behind.
+ */
+export class TtlCache<V> {
+  private readonly entries = new Map<string, { value: V; until: number }>();
+
+  constructor(
+    private readonly ttlMs: number,
+    private readonly maxEntries = 10_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  async get(key: string, load: () => Promise<V>): Promise<V> {
+    const hit = this.entries.get(key);
+    if (hit && hit.until > this.now()) return hit.value;
+    const value = await load();
+    if (this.ttlMs > 0) {
+      if (this.entries.size >= this.maxEntries) this.entries.clear();
+      this.entries.set(key, { value, until: this.now() + this.ttlMs });
+    }
+    return value;
+  }
+}

@@ -1,0 +1,122 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Topics } from '../shared/topics.js';
+import { conversionProblem, INTAKE_GROUP, planIntake } from './intake.js';
+import { forwardedConversions } from './metrics.js';
+import type { ConversionDeadLetter } from './outbox-repo.js';
+import { conversion, startRig, type ForwarderRig } from './testkit.js';
+
+describe('planIntake', () => {
+  const c = conversion('ws_1');
+  it.each([
+    ['connected', 'connected', false, { action: 'queue', parked: false }],
+    ['never connected', undefined, false, { action: 'queue', parked: true }],
+    ['needs_reauth', 'needs_reauth', false, { action: 'queue', parked: true }],
+    ['disconnected', 'disconnected', false, { action: 'drop', reason: 'disconnected' }],
+    ['disconnected and already sent', 'disconnected', true, { action: 'drop', reason: 'disconnected' }],
+    ['already sent', 'connected', true, { action: 'drop', reason: 'already_sent' }],
+  ] as const)('%s', (_name, status, sent, expected) => {
+    expect(planIntake(c, status, sent)).toEqual(expected);
+  });
+
+  describe('bad input', () => {
+    const good = conversion('ws_1');
+    it.each([
+      ['null', null, 'not an object'],
+      ['a string', 'purchase', 'not an object'],
+      ['an array', [good], 'not an object'],
+      ['no workspace', { ...good, workspace_id: undefined }, 'workspace_id'],
+      ['an empty event_id', { ...good, event_id: '' }, 'event_id'],
+      ['no pixel', { ...good, event_source_id: '' }, 'event_source_id'],
+      ['a numeric test code', { ...good, test_event_code: 5 }, 'test_event_code'],
+      ['received_at as a string', { ...good, received_at: '2030-01-01' }, 'received_at'],
+      ['no record', { ...good, record: undefined }, 'record'],
+      ['a record of another event', { ...good, record: { ...good.record, event_id: 'other' } }, 'record.event_id'],
+    ])('%s is dead-lettered', (_name, value, problem) => {
+      expect(conversionProblem(value)).toContain(problem);
+      expect(planIntake(value, 'connected', false)).toMatchObject({ action: 'dlq' });
+    });
+  });
+});
+
+describe('ConversionIntake', () => {
+  let rig: ForwarderRig;
+  beforeAll(async () => {
+    rig = await startRig();
+  });
+  afterAll(() => rig.close());
+
+  const outbox = async (ws: string) =>
+    (await rig.db.query<{ event_id: string }>('SELECT event_id FROM forward_outbox WHERE workspace_id = $1 ORDER BY id', [ws])).rows.map((r) => r.event_id);
+  const count = async (ws: string, outcome: string, code: string) =>
+    (await forwardedConversions.get()).values.find((v) => v.labels.workspace === ws && v.labels.outcome === outcome && v.labels.code === code)?.value ?? 0;
+
+  it('files conversions per connection state and commits the offset with them', async () => {
+    const never = await rig.workspace();
+    const gone = await rig.workspace();
+    await rig.db.query(`INSERT INTO connections (workspace_id, status) VALUES ($1, 'disconnected')`, [gone]);
+    const a = conversion(never);
+    const b = conversion(gone);
+    await rig.append([a, b]);
+    const consumed = await rig.platform.intake!.step();
+    expect(consumed).toBeGreaterThanOrEqual(2);
+    expect(await outbox(never)).toEqual([a.event_id]);
+    expect(await outbox(gone)).toEqual([]);
+    expect(await count(never, 'parked', 'not_connected')).toBe(1);
+    expect(await count(gone, 'dropped', 'disconnected')).toBe(1);
+    const off = await rig.db.query<{ offset: unknown }>('SELECT "offset" FROM consumer_offsets WHERE group_id = $1 AND topic = $2', [
+      INTAKE_GROUP,
+      Topics.conversionsReady,
+    ]);
+    const last = await rig.db.query<{ offset: unknown }>('SELECT max("offset") AS offset FROM log_records WHERE topic = $1', [Topics.conversionsReady]);
+    expect(Number(off.rows[0]!.offset)).toBe(Number(last.rows[0]!.offset));
+    expect(await rig.platform.intake!.step()).toBe(0);
+  });
+
+  it('conversions waiting for a first connection are forwarded once it connects', async () => {
+    const ws = await rig.workspace();
+    const c = conversion(ws);
+    await rig.append([c]);
+    await rig.platform.intake!.drain();
+    expect(await rig.platform.connections.sendable('me', 100, 0, 1000)).not.toContain(ws);
+    expect(await rig.connect(ws)).toMatchObject({ ok: true });
+    await rig.platform.sender!.drain(ws);
+    expect((await rig.received()).map((e) => e.event_id)).toContain(c.event_id);
+  });
+
+  it('dead-letters an unreadable record on conversions.dlq and moves on', async () => {
+    const ws = await rig.workspace();
+    const good = conversion(ws);
+    await rig.log.append(
+      Topics.conversionsReady,
+      [
+        { key: `${ws}:bad`, value: { workspace_id: ws, event_id: 'bad', note: 'not a conversion' } },
+        { key: `${ws}:${good.event_id}`, value: good },
+      ],
+      Date.now() + 5_000,
+    );
+    await rig.platform.intake!.drain();
+    expect(await outbox(ws)).toEqual([good.event_id]);
+    const dlq = (await rig.db.query<{ value: ConversionDeadLetter }>('SELECT value FROM log_records WHERE topic = $1', [Topics.conversionsDlq])).rows
+      .map((r) => r.value)
+      .filter((v) => v.workspace_id === ws);
+    expect(dlq).toEqual([
+      expect.objectContaining({ reason: 'invalid_conversion', event_id: 'bad', platform_code: null, record: { workspace_id: ws, event_id: 'bad', note: 'not a conversion' } }),
+    ]);
+    expect(dlq[0]!.platform_message).toContain('event_source');
+  });
+
+  it('expires conversions that waited too long and purges the ledger after its retention', async () => {
+    const ws = await rig.workspace();
+    const c = conversion(ws);
+    await rig.append([c]);
+    await rig.platform.intake!.drain();
+    await rig.db.query(`UPDATE forward_outbox SET enqueued_at = now() - interval '8 days' WHERE workspace_id = $1`, [ws]);
+    expect((await rig.platform.outbox.expireOld(7 * 86_400_000)).get(ws)).toBe(1);
+    expect(await outbox(ws)).toEqual([]);
+
+    await rig.db.query(`INSERT INTO forward_sent (workspace_id, event_id, sent_at) VALUES ($1, 'old', now() - interval '49 hours'), ($1, 'new', now() - interval '47 hours')`, [ws]);
+    await rig.platform.outbox.purgeLedger(48 * 3_600_000);
+    const left = await rig.db.query<{ event_id: string }>('SELECT event_id FROM forward_sent WHERE workspace_id = $1', [ws]);
+    expect(left.rows.map((r) => r.event_id)).toEqual(['new']);
+  });
+});

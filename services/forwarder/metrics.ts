@@ -1,0 +1,58 @@
+/** The forwarder's and the token refresher's metrics, registered in the service's one registry. */
+import { Counter, Gauge, Histogram } from 'prom-client';
+import { registry } from '../shared/metrics.js';
+
+/**
+ * Conversions by outcome: forwarded, retried (one count per record per retried attempt), dead_lettered, parked
+ * (waiting for a connection), dropped (disconnected, expired, already sent); `code` is the platform code or the
+ * reason.
+ */
+export const forwardedConversions = new Counter({
+  name: 'forwarder_conversions_total',
+  help: 'Conversions handled by the forwarder, by workspace, outcome and platform code (or reason)',
+  labelNames: ['workspace', 'outcome', 'code'] as const,
+  registers: [registry],
+});
+
+export const platformLatency = new Histogram({
+  name: 'forwarder_platform_request_duration_seconds',
+  help: 'Latency of calls to the ad platform, by endpoint and outcome (platform code, http_<status>, timeout, network)',
+  labelNames: ['endpoint', 'outcome'] as const,
+  buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [registry],
+});
+
+export const endToEndLatency = new Histogram({
+  name: 'forwarder_end_to_end_seconds',
+  help: 'From the gateway receiving an event to the platform accepting its conversion',
+  buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 3600],
+  registers: [registry],
+});
+
+export const tokenRefreshes = new Counter({
+  name: 'forwarder_token_refreshes_total',
+  help: 'Access token refreshes by outcome (ok, invalid, transient, rejected, lease_lost)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});
+
+export const connectionsByState = new Gauge({
+  name: 'forwarder_connections',
+  help: 'Platform connections by status',
+  labelNames: ['status'] as const,
+  registers: [registry],
+});
+
+export const outboxRecords = new Gauge({
+  name: 'forwarder_outbox_records',
+  help: 'Conversions waiting in the outbox: pending (connection connected) or parked (needs_reauth or not connected)',
+  labelNames: ['state'] as const,
+  registers: [registry],
+});
+
+export const revocations = new Counter({
+  name: 'forwarder_token_revocations_total',
+  help: 'Token revocation requests at disconnect by outcome (revoked, retry, gave_up)',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});

@@ -1,0 +1,156 @@
+/**
+ * The forwarder's durable state: the outbox (conversions waiting to be sent, per connection) and the sent ledger
+ * (what the platform accepted, per connection and event_id). Moving a batch from one to the other is one
+ * transaction, so after a crash a conversion is either still waiting (and is resent with the same event_id) or
+ * recorded as sent (and never sent again).
+ */
+import type { Db, Sql } from '../shared/db/db.js';
+import { toNumber } from '../shared/db/db.js';
+import { conversionKey, type PlatformEventRecord } from '../shared/conversion.js';
+import { appendInTransaction } from '../shared/runtime/embedded-log.js';
+import { Topics } from '../shared/topics.js';
+
+/** A conversion waiting in the outbox. */
+export interface OutboxRow {
+  readonly id: number;
+  readonly workspaceId: string;
+  readonly eventId: string;
+  readonly record: PlatformEventRecord;
+  readonly receivedAt: number;
+}
+
+/** The batch key: one platform request carries one event source, one pixel and one test code. */
+export interface BatchGroup {
+  readonly eventSource: string;
+  readonly eventSourceId: string;
+  /** '' = none. */
+  readonly testEventCode: string;
+}
+
+/** A conversion the platform rejected permanently (or that could not be read), on conversions.dlq. */
+export interface ConversionDeadLetter {
+  readonly stage: 'forwarder';
+  readonly reason: 'platform_rejected' | 'invalid_conversion';
+  readonly workspace_id: string;
+  readonly event_id: string;
+  readonly event_source: string | null;
+  readonly event_source_id: string | null;
+  readonly test_event_code: string | null;
+  /** The platform's code and message; null for a record that never reached the platform. */
+  readonly platform_code: number | null;
+  readonly platform_message: string;
+  readonly request_id: string | null;
+  readonly record: unknown;
+  readonly failed_at: number;
+}
+
+const ms = (param: string): string => `(${param}::double precision * interval '1 millisecond')`;
+
+export class OutboxRepo {
+  constructor(private readonly db: Db) {}
+
+  /**
+   * The next batch group of a connection that is ready: a full batch waiting, or its oldest conversion has
+   * lingered long enough. Null when nothing is ready.
+   */
+  async readyGroup(workspaceId: string, lingerMs: number, batchSize: number): Promise<BatchGroup | null> {
+    const r = await this.db.query<{ event_source: string; event_source_id: string; test_event_code: string }>(
+      `SELECT event_source, event_source_id, test_event_code FROM forward_outbox
+       WHERE workspace_id = $1
+       GROUP BY event_source, event_source_id, test_event_code
+       HAVING count(*) >= $3 OR min(enqueued_at) <= now() - ${ms('$2')}
+       ORDER BY min(id) LIMIT 1`,
+      [workspaceId, lingerMs, batchSize],
+    );
+    const row = r.rows[0];
+    return row ? { eventSource: row.event_source, eventSourceId: row.event_source_id, testEventCode: row.test_event_code } : null;
+  }
+
+  async take(workspaceId: string, group: BatchGroup, limit: number): Promise<OutboxRow[]> {
+    const r = await this.db.query<{ id: unknown; event_id: string; record: PlatformEventRecord; received_at: unknown }>(
+      `SELECT id, event_id, record, received_at FROM forward_outbox
+       WHERE workspace_id = $1 AND event_source = $2 AND event_source_id = $3 AND test_event_code = $4
+       ORDER BY id LIMIT $5`,
+      [workspaceId, group.eventSource, group.eventSourceId, group.testEventCode, limit],
+    );
+    return r.rows.map((row) => ({
+      id: toNumber(row.id),
+      workspaceId,
+      eventId: row.event_id,
+      record: row.record,
+      receivedAt: new Date(row.received_at as string).getTime(),
+    }));
+  }
+
+  /** The platform accepted the batch: out of the outbox, into the ledger, in one transaction. */
+  async recordSent(tx: Sql, workspaceId: string, rows: readonly OutboxRow[], requestId: string | null): Promise<void> {
+    await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+    await tx.query(
+      `INSERT INTO forward_sent (workspace_id, event_id, request_id)
+       SELECT $1, e, $3 FROM unnest($2::text[]) AS t(e) ON CONFLICT DO NOTHING`,
+      [workspaceId, rows.map((r) => r.eventId), requestId],
+    );
+  }
+
+  /** The platform rejected the batch for good: out of the outbox, onto conversions.dlq, in one transaction. */
+  async deadLetter(
+    group: BatchGroup,
+    rows: readonly OutboxRow[],
+    platform: { code: number; message: string; requestId: string | null },
+    now: number,
+  ): Promise<void> {
+    await this.db.transaction(async (tx) => {
+      await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+      const letters = rows.map((row) => {
+        const value: ConversionDeadLetter = {
+          stage: 'forwarder',
+          reason: 'platform_rejected',
+          workspace_id: row.workspaceId,
+          event_id: row.eventId,
+          event_source: group.eventSource,
+          event_source_id: group.eventSourceId,
+          test_event_code: group.testEventCode === '' ? null : group.testEventCode,
+          platform_code: platform.code,
+          platform_message: platform.message.slice(0, 1000),
+          request_id: platform.requestId,
+          record: row.record,
+          failed_at: now,
+        };
+        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.eventId }), value };
+      });
+      await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
+    });
+  }
+
+  async bumpAttempts(rows: readonly OutboxRow[]): Promise<void> {
+    await this.db.query('UPDATE forward_outbox SET attempts = attempts + 1 WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+  }
+
+  /** Forgets ledger entries older than the retention (at least the platform's 48 h dedup window). */
+  async purgeLedger(retentionMs: number): Promise<number> {
+    const r = await this.db.query(`DELETE FROM forward_sent WHERE sent_at < now() - ${ms('$1')} RETURNING event_id`, [retentionMs]);
+    return r.rows.length;
+  }
+
+  /** Drops conversions that waited longer than maxAgeMs (a workspace that never reconnects); counts per workspace. */
+  async expireOld(maxAgeMs: number): Promise<Map<string, number>> {
+    const r = await this.db.query<{ workspace_id: string }>(
+      `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id`,
+      [maxAgeMs],
+    );
+    const out = new Map<string, number>();
+    for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
+    return out;
+  }
+
+  /** Waiting conversions: pending (their connection is connected) and parked (it is not). */
+  async counts(): Promise<{ pending: number; parked: number }> {
+    const r = await this.db.query<{ live: boolean; n: unknown }>(
+      `SELECT (c.status IS NOT NULL AND c.status = 'connected') AS live, count(*) AS n
+       FROM forward_outbox o LEFT JOIN connections c ON c.workspace_id = o.workspace_id GROUP BY 1`,
+    );
+    const out = { pending: 0, parked: 0 };
+    for (const row of r.rows) out[row.live ? 'pending' : 'parked'] += toNumber(row.n);
+    return out;
+  }
+}

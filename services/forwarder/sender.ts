@@ -1,0 +1,233 @@
+/**
+ * The sender: per connection, takes batches of up to FORWARDER_BATCH_SIZE conversions of one (event source, pixel,
+ * test code) from the outbox once a full batch waits or the oldest has lingered FORWARDER_LINGER_MS, sends them
+ * with the connection's access token and acts on the classified answer (classify.ts):
+ *  - ok: the batch moves from the outbox to the sent ledger in one transaction;
+ *  - retry: the batch stays; the connection backs off (full jitter, Retry-After as a floor);
+ *  - token: refresh now and resend; a second token error (or nothing to refresh with) → needs_reauth, parked;
+ *  - permanent: 40002 (invalid parameters) splits the batch to isolate the bad records, whose rejection goes to
+ *    conversions.dlq with the platform's code and message; other codes dead-letter the batch.
+ * Connections are sent concurrently (FORWARDER_CONCURRENCY) and each holds a row lease while sending, so one slow
+ * account never stalls the others and no two replicas ever have the same batch on the wire.
+ */
+import type { Db } from '../shared/db/db.js';
+import type { Logger } from '../shared/logger.js';
+import { retryDelayMs, type BackoffPolicy } from './backoff.js';
+import { classify, codeLabel } from './classify.js';
+import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
+import { BackgroundLoop } from './loop.js';
+import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
+import type { BatchGroup, OutboxRepo, OutboxRow } from './outbox-repo.js';
+import type { PlatformClient, TrackBody } from './platform-client.js';
+import type { TokenRefresher } from './refresher.js';
+
+export interface SenderOptions {
+  readonly lingerMs: number;
+  readonly batchSize: number;
+  readonly concurrency: number;
+  /** Longer than a platform call can take: the lease must outlive the call it protects. */
+  readonly leaseMs: number;
+  readonly backoff: BackoffPolicy;
+  readonly ledgerRetentionMs: number;
+  readonly parkMaxAgeMs: number;
+}
+
+export interface SenderDeps {
+  readonly db: Db;
+  readonly connections: ConnectionRepo;
+  readonly outbox: OutboxRepo;
+  readonly client: PlatformClient;
+  readonly refresher: TokenRefresher;
+  readonly logger: Logger;
+  readonly owner: string;
+  readonly options: SenderOptions;
+  readonly now?: () => number;
+}
+
+const GAUGES_EVERY_MS = 5_000;
+const PURGE_EVERY_MS = 60_000;
+
+/** Splits a rejected batch: the record the platform's message names (`data[i]…`) alone, else two halves. */
+export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[]] {
+  const m = /\bdata\[(\d+)\]/.exec(message);
+  const i = m ? Number(m[1]) : -1;
+  if (i >= 0 && i < batch.length) return [[batch[i]!], [...batch.slice(0, i), ...batch.slice(i + 1)]];
+  const half = Math.ceil(batch.length / 2);
+  return [batch.slice(0, half), batch.slice(half)];
+}
+
+export function trackBody(group: BatchGroup, rows: readonly OutboxRow[]): TrackBody {
+  return {
+    event_source: group.eventSource,
+    event_source_id: group.eventSourceId,
+    ...(group.testEventCode === '' ? {} : { test_event_code: group.testEventCode }),
+    data: rows.map((r) => r.record),
+  };
+}
+
+export class ForwardSender {
+  private readonly loop: BackgroundLoop;
+  private readonly inflight = new Map<string, Promise<void>>();
+  private stopping = false;
+  private lastGauges = 0;
+  private lastPurge = 0;
+
+  constructor(private readonly deps: SenderDeps) {
+    const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
+    this.loop = new BackgroundLoop('forward-sender', poll, () => this.tick(), deps.logger);
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** Looks for work now (e.g. after the intake queued conversions or a workspace connected). */
+  wake(): void {
+    this.loop.wake();
+  }
+
+  /** Stops taking batches; the batches on the wire finish (bounded by the request timeout). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    await this.loop.stop();
+    await Promise.all(this.inflight.values());
+  }
+
+  /** Starts a drain for every connection that may send now, up to the concurrency. */
+  async tick(): Promise<void> {
+    await this.housekeeping();
+    const free = this.deps.options.concurrency - this.inflight.size;
+    if (free <= 0 || this.stopping) return;
+    const { lingerMs, batchSize } = this.deps.options;
+    const candidates = await this.deps.connections.sendable(this.deps.owner, free + this.inflight.size, lingerMs, batchSize);
+    for (const ws of candidates) {
+      if (this.inflight.size >= this.deps.options.concurrency) break;
+      if (this.inflight.has(ws)) continue;
+      const drain = this.drain(ws)
+        .catch((err: unknown) => this.deps.logger.error({ err, workspace: ws }, 'sending failed; will retry'))
+        .finally(() => {
+          this.inflight.delete(ws);
+          if (!this.stopping) this.loop.wake();
+        });
+      this.inflight.set(ws, drain);
+    }
+  }
+
+  /** Sends everything that is ready for one connection while holding its send lease. Exposed for tests. */
+  async drain(workspaceId: string): Promise<void> {
+    const { connections, outbox, owner, options } = this.deps;
+    let conn = await connections.leaseForSending(workspaceId, owner, options.leaseMs);
+    if (!conn) return;
+    try {
+      while (!this.stopping) {
+        const group = await outbox.readyGroup(workspaceId, options.lingerMs, options.batchSize);
+        if (!group) return;
+        const rows = await outbox.take(workspaceId, group, options.batchSize);
+        if (rows.length === 0) return;
+        const next = await this.deliver(conn, group, rows);
+        if (next === null) return;
+        conn = next;
+        if (!(await connections.renewSendLease(workspaceId, owner, conn.generation, options.leaseMs))) return;
+      }
+    } finally {
+      await connections.releaseSendLease(workspaceId, owner);
+    }
+  }
+
+  /**
+   * Delivers one batch (splitting it on per-record rejections). Returns the connection to go on with, or null
+   * when this connection must stop for now (backing off, needs_reauth, or gone).
+   */
+  private async deliver(conn: LeasedConnection, group: BatchGroup, rows: OutboxRow[]): Promise<LeasedConnection | null> {
+    const { client, connections, outbox, refresher, logger } = this.deps;
+    const ws = conn.workspaceId;
+    const log = logger.child({ workspace: ws, event_source_id: group.eventSourceId });
+    const work: OutboxRow[][] = [rows];
+    let refreshed = false;
+    while (work.length > 0) {
+      const batch = work.pop()!;
+      const answer = await client.track(conn.accessToken, trackBody(group, batch));
+      const c = classify(answer);
+      const code = codeLabel(answer);
+      switch (c.kind) {
+        case 'ok': {
+          await this.deps.db.transaction(async (tx) => {
+            await outbox.recordSent(tx, ws, batch, answer.requestId);
+            await connections.resetSendBackoff(tx, ws, conn.generation);
+          });
+          const now = (this.deps.now ?? Date.now)();
+          forwardedConversions.inc({ workspace: ws, outcome: 'forwarded', code }, batch.length);
+          for (const r of batch) endToEndLatency.observe(Math.max(0, now - r.receivedAt) / 1000);
+          log.debug({ records: batch.length, request_id: answer.requestId }, 'batch forwarded');
+          break;
+        }
+        case 'retry': {
+          await outbox.bumpAttempts(batch);
+          const failures = await connections.sendFailures(ws);
+          const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
+          await connections.sendBackoff(ws, conn.generation, delay);
+          forwardedConversions.inc({ workspace: ws, outcome: 'retried', code }, batch.length);
+          log.warn({ records: batch.length, reason: c.reason, message: answer.message, retry_in_ms: delay }, 'platform asked to retry later');
+          return null;
+        }
+        case 'token': {
+          if (refreshed || conn.refreshToken === null) {
+            const parked = await connections.markNeedsReauth(ws, conn.generation, `events call answered ${answer.code} ${answer.message}`.trim());
+            if (parked !== null) {
+              forwardedConversions.inc({ workspace: ws, outcome: 'parked', code }, parked);
+              log.warn({ code: answer.code, parked }, 'token refused after a refresh: connection needs re-authorization');
+            }
+            return null;
+          }
+          refreshed = true;
+          const outcome = await refresher.refreshNow(ws, { force: true });
+          const fresh = await connections.currentTokens(ws);
+          if (fresh && fresh.generation === conn.generation && (outcome === 'refreshed' || fresh.accessToken !== conn.accessToken)) {
+            conn = fresh;
+            work.push(batch);
+            continue;
+          }
+          if (fresh && outcome !== 'invalid') {
+            // Someone else is refreshing, or the refresh failed transiently: come back shortly.
+            const failures = await connections.sendFailures(ws);
+            await connections.sendBackoff(ws, conn.generation, retryDelayMs(failures, this.deps.options.backoff));
+          }
+          return null;
+        }
+        case 'permanent': {
+          if (c.perRecord && batch.length > 1) {
+            const [a, b] = splitRejected(batch, c.message);
+            work.push(b, a);
+            continue;
+          }
+          await outbox.deadLetter(group, batch, { code: c.code, message: c.message, requestId: answer.requestId }, Date.now());
+          forwardedConversions.inc({ workspace: ws, outcome: 'dead_lettered', code }, batch.length);
+          log.warn({ records: batch.length, code: c.code, message: c.message }, 'platform rejected conversions: dead-lettered');
+          break;
+        }
+      }
+    }
+    return conn;
+  }
+
+  private async housekeeping(): Promise<void> {
+    const now = Date.now();
+    const { outbox, options, logger } = this.deps;
+    if (now - this.lastPurge >= PURGE_EVERY_MS) {
+      this.lastPurge = now;
+      const purged = await outbox.purgeLedger(options.ledgerRetentionMs);
+      const expired = await outbox.expireOld(options.parkMaxAgeMs);
+      for (const [ws, n] of expired) {
+        forwardedConversions.inc({ workspace: ws, outcome: 'dropped', code: 'expired' }, n);
+        logger.warn({ workspace: ws, dropped: n }, 'conversions waited longer than FORWARDER_PARK_MAX_HOURS: dropped');
+      }
+      if (purged > 0) logger.debug({ purged }, 'sent ledger purged');
+    }
+    if (now - this.lastGauges >= GAUGES_EVERY_MS) {
+      this.lastGauges = now;
+      const c = await outbox.counts();
+      outboxRecords.set({ state: 'pending' }, c.pending);
+      outboxRecords.set({ state: 'parked' }, c.parked);
+    }
+  }
+}
