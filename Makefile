@@ -23,6 +23,7 @@ run: build
 
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
 test: build
+	bash infra/local/redis.sh ensure
 	npx vitest run
 
 infra-up: build
@@ -39,3 +40,7 @@ demo: build
 
 clean:
 	rm -rf dist
+
+## Regenerates docs/openapi.json from the routes (a test fails when it is stale).
+openapi: build
+	node dist/services/openapi-cli.js

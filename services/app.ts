@@ -2,8 +2,7 @@
  * The HTTP surface on PORT, as one Fastify plugin tree: ingestion (/v1), the admin API (/admin/v1), health,
  * the OpenAPI document and the error-type pages. server.ts alone listens.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import { adminPlugin } from './console/app.js';
 import type { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
@@ -17,7 +16,6 @@ import type { Db } from './shared/db/db.js';
 import { newRequestId } from './shared/ids.js';
 import type { Logger } from './shared/logger.js';
 import { httpDuration, httpRequests } from './shared/metrics.js';
-import { repoRoot } from './shared/repo-root.js';
 import type { EventLogProducer } from './shared/runtime/log.js';
 
 export interface AppDeps {
@@ -41,11 +39,22 @@ export interface AppDeps {
   readonly ready?: () => Promise<boolean>;
 }
 
-let openApiDocument: string | undefined;
-export function openApiText(): string {
-  openApiDocument ??= readFileSync(join(repoRoot(), 'docs', 'openapi.json'), 'utf8');
-  return openApiDocument;
-}
+/** The document's frame; @fastify/swagger fills `paths` from the routes' schemas. */
+export const OPENAPI_INFO = {
+  openapi: '3.1.0',
+  info: {
+    title: 'Event ingestion and conversion forwarding',
+    version: '1.0.0',
+    description:
+      'Ingestion endpoints A (/v1/events) and B (/v1/sgtm), the admin API and the OAuth callback. Errors: see /problems.',
+  },
+  components: {
+    securitySchemes: {
+      apiKey: { type: 'http', scheme: 'bearer', description: 'A workspace API key (evk_live_… or evk_test_…).' },
+      adminToken: { type: 'http', scheme: 'bearer', description: 'ADMIN_TOKEN.' },
+    },
+  },
+} as const;
 
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
@@ -60,6 +69,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
+  await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
 
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -79,7 +89,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     }
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not ready' });
   });
-  app.get('/openapi.json', async (_request, reply) => reply.type('application/json').send(openApiText()));
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
   problemPages(app);
 
   if (deps.ingest) {
@@ -88,6 +98,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   if (deps.admin) {
     await app.register(async (scope) => {
+      // Every admin route is documented as needing the admin token.
+      scope.addHook('onRoute', (route) => {
+        route.schema = { tags: ['admin'], security: [{ adminToken: [] }], ...route.schema };
+      });
       await adminPlugin(scope, { db: deps.db, adminToken: deps.config.adminToken, plans: Object.keys(deps.config.planLimits) });
       for (const ext of deps.adminExtensions ?? []) await ext(scope);
     });

@@ -3,13 +3,12 @@
  * database, the HTTP surface and the roles this process runs. main.ts calls it; tests call it too.
  */
 import type { FastifyInstance } from 'fastify';
-import { Redis } from 'ioredis';
 import { buildApp } from './app.js';
 import { forwardingRoutes } from './console/routes/forwarding.js';
 import { pipelineRoutes } from './console/routes/pipeline.js';
 import { createPlatformSide, type PlatformSide } from './forwarder/platform.js';
 import { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
-import { WorkspaceRateLimiter } from './gateway/rate-limit.js';
+import { createRateLimiter } from './gateway/rate-limit.js';
 import { pipelineStages } from './pipeline.js';
 import type { Config, ServiceRole } from './shared/config.js';
 import { resolveCredentialsKey } from './shared/credentials-key.js';
@@ -51,8 +50,9 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       console: runs(config.role, 'console'),
     },
   });
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 }) : undefined;
-  redis?.on('error', (err) => logger.warn({ err: err.message }, 'redis unavailable; rate limits fall back to this process'));
+  const rateLimit = await createRateLimiter(config, (message) =>
+    logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
+  );
 
   const runners = runs(config.role, 'dedupe', 'enrich', 'forwarder')
     ? pipelineStages({ dedupeWindowMs: config.dedupeWindowMs }).map(
@@ -68,7 +68,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       ? {
           producer: log,
           verifier: new ApiKeyVerifier(db),
-          limiter: new WorkspaceRateLimiter(config.planLimits, redis),
+          limiter: rateLimit.limiter,
           runtime: 'embedded',
         }
       : undefined,
@@ -90,7 +90,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       await log.close(); // finishes queued appends
       await Promise.all(runners.map((r) => r.stop()));
       await platform.close(); // batches and refreshes in flight finish
-      redis?.disconnect();
+      rateLimit.close();
       await db.close();
     },
   };

@@ -4,7 +4,7 @@
  * shared across gateway replicas through Redis when REDIS_URL is set, falling back to in-process limits while
  * Redis is unreachable so ingestion never stops on a limiter outage.
  */
-import type { Redis } from 'ioredis';
+import { Redis as IORedis, type Redis } from 'ioredis';
 import {
   BurstyRateLimiter,
   RateLimiterMemory,
@@ -82,4 +82,32 @@ export class WorkspaceRateLimiter {
       return { allowed: true, limit: total, remaining: 0, resetSeconds: 1, policy };
     }
   }
+}
+
+/**
+ * The limiter for a process: Redis-backed when REDIS_URL is set (offline queue off: a command fails fast and the
+ * in-process insurance limiter decides). Waits up to `connectTimeoutMs` for Redis at start, then goes on anyway.
+ */
+export async function createRateLimiter(
+  opts: { planLimits: Readonly<Record<string, PlanLimit>>; redisUrl: string | undefined },
+  onRedisError: (message: string) => void,
+  connectTimeoutMs = 2_000,
+): Promise<{ limiter: WorkspaceRateLimiter; close(): void }> {
+  if (!opts.redisUrl) return { limiter: new WorkspaceRateLimiter(opts.planLimits), close: () => undefined };
+  const redis = new IORedis(opts.redisUrl, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  let reported = false;
+  redis.on('error', (err: Error) => {
+    // One line per outage, not one per reconnect attempt.
+    if (!reported) onRedisError(err.message);
+    reported = true;
+  });
+  redis.on('ready', () => (reported = false));
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, connectTimeoutMs);
+    redis.once('ready', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+  return { limiter: new WorkspaceRateLimiter(opts.planLimits, redis), close: () => redis.disconnect() };
 }

@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../services/app.js';
 import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js';
-import { WorkspaceRateLimiter } from '../../services/gateway/rate-limit.js';
+import { createRateLimiter } from '../../services/gateway/rate-limit.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
 import type { Db } from '../../services/shared/db/db.js';
 import { openDatabase } from '../../services/shared/db/open.js';
@@ -28,6 +28,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
   const config = loadConfig({ ADMIN_TOKEN: ADMIN, PUBLIC_BASE_URL: 'http://ingest.test', ...env });
   const db = await openDatabase({ inMemory: true });
   const log = new EmbeddedLog(db);
+  const rateLimit = await createRateLimiter(config, () => undefined);
   const app = await buildApp({
     config,
     db,
@@ -35,7 +36,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     ingest: {
       producer: log,
       verifier: new ApiKeyVerifier(db),
-      limiter: new WorkspaceRateLimiter(config.planLimits),
+      limiter: rateLimit.limiter,
       runtime: 'embedded',
     },
     admin: true,
@@ -58,6 +59,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     async close() {
       await app.close();
       await log.close();
+      rateLimit.close();
       await db.close();
     },
   };

@@ -5,6 +5,7 @@ import { eventsIngested, logAppendDuration } from '../../../shared/metrics.js';
 import type { EventLogProducer } from '../../../shared/runtime/log.js';
 import { Topics } from '../../../shared/topics.js';
 import { normaliseEvent } from '../../normalise.js';
+import { documentOnly, eventsRouteSchema } from '../../openapi-schemas.js';
 import { IngestError } from '../../problems.js';
 import { checkEventSizes } from '../../validation/event-size.js';
 import { LIMITS } from '../../validation/limits.js';
@@ -27,7 +28,7 @@ function resolveApiVersion(header: string | string[] | undefined): string {
 export function eventsRoute(app: FastifyInstance, deps: { producer: EventLogProducer; runtime: string }): void {
   app.post(
     '/v1/events',
-    { config: { variant: 'problem', ingest: 'events' } },
+    { config: { variant: 'problem', ingest: 'events' }, schema: eventsRouteSchema, validatorCompiler: documentOnly },
     async (request, reply) => {
       const version = resolveApiVersion(request.headers['api-version']);
       reply.header('API-Version', version);

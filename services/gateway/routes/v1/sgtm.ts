@@ -5,6 +5,7 @@ import { eventsIngested, logAppendDuration } from '../../../shared/metrics.js';
 import type { EventLogProducer } from '../../../shared/runtime/log.js';
 import { Topics } from '../../../shared/topics.js';
 import { normaliseSgtmEvent } from '../../normalise.js';
+import { documentOnly, sgtmRouteSchema } from '../../openapi-schemas.js';
 import { IngestError } from '../../problems.js';
 import { checkEventSizes } from '../../validation/event-size.js';
 import { LIMITS } from '../../validation/limits.js';
@@ -23,7 +24,7 @@ function requestKey(header: string | string[] | undefined): string | undefined {
 export function sgtmRoute(app: FastifyInstance, deps: { producer: EventLogProducer; runtime: string }): void {
   app.post(
     '/v1/sgtm',
-    { config: { variant: 'sgtm', ingest: 'sgtm' } },
+    { config: { variant: 'sgtm', ingest: 'sgtm' }, schema: sgtmRouteSchema, validatorCompiler: documentOnly },
     async (request, reply) => {
       const idempotencyKey = requestKey(request.headers['idempotency-key']);
       const violation = firstViolation(validateSgtm, request.body);

@@ -1,0 +1,78 @@
+/**
+ * Response and header schemas of the ingestion endpoints, for the OpenAPI document (@fastify/swagger builds it
+ * from the routes, so routes and document cannot drift apart). Request bodies are documented with the very
+ * schemas the handlers validate against (validation/schemas.ts).
+ */
+import { eventsSchemaV20261101, sgtmSchema } from './validation/schemas.js';
+
+const stripId = <T extends { $id?: string }>(s: T): Omit<T, '$id'> => {
+  const { $id: _id, ...rest } = s;
+  return rest;
+};
+
+export const problemSchema = {
+  type: 'object',
+  description: 'RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error.',
+  required: ['type', 'title', 'status', 'detail', 'instance'],
+  properties: {
+    type: { type: 'string', format: 'uri' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    instance: { type: 'string', format: 'uri-reference' },
+  },
+} as const;
+
+export const sgtmErrorSchema = {
+  type: 'object',
+  required: ['error', 'message'],
+  properties: { error: { type: 'string' }, message: { type: 'string' } },
+} as const;
+
+const problems = (...codes: number[]) => Object.fromEntries(codes.map((c) => [c, problemSchema]));
+
+export const eventsRouteSchema = {
+  summary: 'Send a batch of web and server events (variant A)',
+  tags: ['ingestion'],
+  security: [{ apiKey: [] }],
+  headers: {
+    type: 'object',
+    properties: {
+      'api-version': {
+        type: 'string',
+        pattern: '^\\d{4}-\\d{2}-\\d{2}$',
+        description: 'Request schema version; default and only supported value: 2026-11-01. Echoed in the answer.',
+      },
+    },
+  },
+  body: stripId(eventsSchemaV20261101),
+  response: {
+    202: {
+      description: 'Accepted and durable.',
+      type: 'object',
+      required: ['status', 'accepted', 'request_id'],
+      properties: { status: { type: 'string', enum: ['accepted'] }, accepted: { type: 'integer' }, request_id: { type: 'string' } },
+    },
+    ...problems(400, 401, 408, 413, 415, 429, 500, 503),
+  },
+} as const;
+
+export const sgtmRouteSchema = {
+  summary: 'Send a batch of server-side tag events (variant B)',
+  tags: ['ingestion'],
+  security: [{ apiKey: [] }],
+  headers: {
+    type: 'object',
+    properties: {
+      'idempotency-key': { type: 'string', description: 'A request with a key already seen is answered success and not processed.' },
+    },
+  },
+  body: stripId(sgtmSchema),
+  response: {
+    200: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['success'] } } },
+    ...Object.fromEntries([400, 401, 408, 413, 415, 429, 500, 503].map((c) => [c, sgtmErrorSchema])),
+  },
+} as const;
+
+/** Ingestion routes validate in the handler (to answer in their own error format): the schema only documents. */
+export const documentOnly = () => () => true;
