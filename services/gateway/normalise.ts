@@ -19,6 +19,19 @@ export interface RequestContext {
   readonly receivedAt: number;
 }
 
+/** The fields every envelope of one request shares. */
+function requestFields(ctx: RequestContext, index: number) {
+  return {
+    v: 1,
+    workspace_id: ctx.workspaceId,
+    key_mode: ctx.keyMode,
+    api_key_id: ctx.apiKeyId,
+    request_id: ctx.requestId,
+    index,
+    received_at: ctx.receivedAt,
+  } as const;
+}
+
 // ---- endpoint A ----------------------------------------------------------------------------------------------
 
 interface WebOrServerEvent {
@@ -58,13 +71,7 @@ export function normaliseEvent(ctx: RequestContext, apiVersion: string, raw: unk
   const c = e.event_metadata.consent;
   const key = e.event_metadata.idempotency_key;
   return {
-    v: 1,
-    workspace_id: ctx.workspaceId,
-    key_mode: ctx.keyMode,
-    api_key_id: ctx.apiKeyId,
-    request_id: ctx.requestId,
-    index,
-    received_at: ctx.receivedAt,
+    ...requestFields(ctx, index),
     endpoint: 'events',
     api_version: apiVersion,
     idempotency_key: key,
@@ -152,13 +159,7 @@ export function normaliseSgtmEvent(
   const c = e.event_metadata.consent;
   const idempotencyKey = requestKey === undefined ? null : eventsInRequest > 1 ? `${requestKey}:${index}` : requestKey;
   return {
-    v: 1,
-    workspace_id: ctx.workspaceId,
-    key_mode: ctx.keyMode,
-    api_key_id: ctx.apiKeyId,
-    request_id: ctx.requestId,
-    index,
-    received_at: ctx.receivedAt,
+    ...requestFields(ctx, index),
     endpoint: 'sgtm',
     api_version: null,
     idempotency_key: idempotencyKey,
