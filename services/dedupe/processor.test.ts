@@ -121,6 +121,7 @@ describe('dedupe: judge (pure)', () => {
     { name: 'same request', state: { v: 1 as const, live: { first_seen: T0, request_id: 'r1' } }, expected: 'same_request' },
     { name: 'other request', state: { v: 1 as const, live: { first_seen: T0, request_id: 'r0' } }, expected: 'duplicate' },
     { name: 'other mode only', state: { v: 1 as const, test: { first_seen: T0, request_id: 'r0' } }, expected: 'first' },
+    { name: 'no marker, as decoded from Avro (null)', state: { v: 1 as const, live: null, test: { first_seen: T0, request_id: 'r0' } }, expected: 'first' },
     { name: 'expired marker', state: { v: 1 as const, live: { first_seen: T0 - WINDOW, request_id: 'r0' } }, expected: 'first' },
   ])('$name → $expected', ({ state, expected }) => {
     expect(judge(state, e, WINDOW).kind).toBe(expected);

@@ -13,7 +13,8 @@ export interface SeenMarker {
   readonly request_id: string;
 }
 
-export type DedupeState = { readonly v: 1 } & Partial<Readonly<Record<KeyMode, SeenMarker>>>;
+/** A mode without a marker is absent, or null when the state went through Avro (schemas/dedupe-state.avsc). */
+export type DedupeState = { readonly v: 1 } & Partial<Readonly<Record<KeyMode, SeenMarker | null>>>;
 
 export type Verdict =
   /** First time inside the window: pass, and remember it. */
@@ -27,9 +28,9 @@ type Deduped = Pick<EventEnvelope, 'key_mode' | 'request_id' | 'received_at'> & 
 };
 
 /** A marker older than the window counts as absent (and is overwritten), whether or not it was purged yet. */
-export function isLive(marker: SeenMarker | undefined, at: number, windowMs: number): marker is SeenMarker {
+export function isLive(marker: SeenMarker | null | undefined, at: number, windowMs: number): marker is SeenMarker {
   // NOTE: a negative age (gateway clocks out of step, or a replay) is inside the window: never a second "first".
-  return marker !== undefined && at - marker.first_seen < windowMs;
+  return marker != null && at - marker.first_seen < windowMs;
 }
 
 export function judge(state: DedupeState | undefined, e: Deduped, windowMs: number): Verdict {

@@ -10,7 +10,6 @@ import { clickIdFromUrl } from './click-id.js';
 import type { ConsentDecision } from './consent.js';
 import type { IdentityGraphRepo } from './identity/graph-repo.js';
 import { isJunk } from './identity/identifiers.js';
-import { scopeOf } from './scope.js';
 
 export type AttributionKind = 'event_click' | 'graph_click' | 'enhanced' | 'none';
 
@@ -28,6 +27,6 @@ export async function findClickId(
   const own = clickIdFromUrl(e.session?.page_location);
   if (own && !isJunk('ttclid', own)) return { ttclid: own, kind: 'event_click' };
   if (!clusterId) return {};
-  const fromGraph = await graph.newestClickId(sql, scopeOf(e), clusterId, e.received_at, clickWindowDays * DAY_MS);
+  const fromGraph = await graph.newestClickId(sql, clusterId, e.received_at, clickWindowDays * DAY_MS);
   return fromGraph ? { ttclid: fromGraph, kind: 'graph_click' } : {};
 }

@@ -7,7 +7,6 @@ import type { Sql } from '../shared/db/db.js';
 import type { EventEnvelope } from '../shared/envelope.js';
 import type { IdentityGraphRepo } from './identity/graph-repo.js';
 import { pageDataOf } from './identity/identifiers.js';
-import { scopeOf } from './scope.js';
 
 export interface ResolvedPage {
   readonly url: string;
@@ -21,7 +20,7 @@ export async function resolvePage(graph: IdentityGraphRepo, sql: Sql, e: EventEn
   let userAgent = own?.user_agent ?? undefined;
   let source: ResolvedPage['source'] = url ? 'event' : 'none';
   if ((!url || !userAgent) && clusterId) {
-    const known = await graph.newestPageData(sql, scopeOf(e), clusterId);
+    const known = await graph.newestPageData(sql, clusterId);
     if (!url && known?.page_location) {
       url = known.page_location;
       source = 'graph';

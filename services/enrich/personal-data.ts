@@ -4,12 +4,10 @@
  * ever leave: emails and E.164 phones arrive hashed; a user id is hashed here (SHA-256 of the value as sent).
  */
 import type { Sql } from '../shared/db/db.js';
-import type { EventEnvelope } from '../shared/envelope.js';
 import type { PiiMode } from '../shared/forwarding-setup.js';
 import { sha256Hex } from '../shared/ids.js';
 import type { ConsentDecision } from './consent.js';
 import type { IdentityGraphRepo } from './identity/graph-repo.js';
-import { scopeOf } from './scope.js';
 
 export interface PersonalIdentifiers {
   readonly email?: readonly string[];
@@ -29,7 +27,6 @@ function list(values: readonly string[]): readonly string[] | undefined {
 export async function personalIdentifiers(
   graph: IdentityGraphRepo,
   sql: Sql,
-  e: EventEnvelope,
   consent: ConsentDecision,
   piiMode: PiiMode,
   clusterId: string | null,
@@ -37,7 +34,6 @@ export async function personalIdentifiers(
   if (piiMode !== 'hashed' || !consent.sendPersonalData || !clusterId) return {};
   const nodes = await graph.identifiers(
     sql,
-    scopeOf(e),
     clusterId,
     ['email_sha256', 'email_canonical_sha256', 'phone_e164_sha256', 'user_id'],
     MAX_PER_LIST,

@@ -3,10 +3,12 @@
  * edges that linked them. Every write is an idempotent upsert keyed by the node or edge, so a replayed record
  * (the Kafka runtime runs this on a pool, outside the offset commit) changes nothing the first run did not.
  * Graph timestamps are the gateway's receive time of the event, not the processing time: a replay or a backlog
- * gives the same answers.
+ * gives the same answers. Lookups go by node_id or cluster_id alone (both unique across workspaces and modes), so
+ * each has one usable index and a plan that does not depend on statistics the embedded store never gathers.
  */
 import type { Sql } from '../../shared/db/db.js';
 import type { KeyMode } from '../../shared/envelope.js';
+import { sha256Hex } from '../../shared/ids.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { PageData } from './identifiers.js';
 import { KIND_RULES, STABLE_KINDS, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
@@ -17,9 +19,13 @@ export interface GraphScope {
   readonly keyMode: KeyMode;
 }
 
-export interface LinkResult extends Pick<ClusterPlan, 'refused' | 'resolved'> {}
+export type LinkResult = Pick<ClusterPlan, 'refused' | 'resolved'>;
 
 const iso = (ms: number): string => new Date(ms).toISOString();
+
+/** The node's primary key. Cluster ids are unique across workspaces and modes too, so queries key on them alone. */
+export const nodeIdOf = (scope: GraphScope, n: GraphNode): string =>
+  sha256Hex(`${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`);
 
 export class IdentityGraphRepo {
   constructor(private readonly opts: { readonly maxClusterIdentifiers: number }) {}
@@ -29,14 +35,18 @@ export class IdentityGraphRepo {
     if (nodes.length === 0) return { refused: false, resolved: null };
     const ws = scope.workspaceId;
     const mode = scope.keyMode;
-    const found = await sql.query<{ kind: GraphKind; value: string; cluster_id: string }>(
-      `SELECT n.kind, n.value, n.cluster_id FROM identity_nodes n
-       JOIN unnest($3::text[], $4::text[]) AS t(kind, value) ON n.kind = t.kind AND n.value = t.value
-       WHERE n.workspace_id = $1 AND n.key_mode = $2`,
-      [ws, mode, nodes.map((n) => n.kind), nodes.map((n) => n.value)],
+    const ids = nodes.map((n) => nodeIdOf(scope, n));
+    const found = await sql.query<{ node_id: string; cluster_id: string }>(
+      'SELECT node_id, cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[])',
+      [ids],
     );
-    const existing = new Map(found.rows.map((r) => [nodeKey(r), r.cluster_id]));
-    const clusters = [...new Set(found.rows.filter((r) => KIND_RULES[r.kind].merges).map((r) => r.cluster_id))];
+    const clusterById = new Map(found.rows.map((r) => [r.node_id, r.cluster_id]));
+    const existing = new Map<string, string>();
+    nodes.forEach((n, i) => {
+      const c = clusterById.get(ids[i]!);
+      if (c !== undefined) existing.set(nodeKey(n), c);
+    });
+    const clusters = [...new Set(nodes.filter((n) => KIND_RULES[n.kind].merges).flatMap((n) => existing.get(nodeKey(n)) ?? []))];
     const stableCounts = new Map<string, number>();
     const freshStable = nodes.some((n) => KIND_RULES[n.kind].stable && KIND_RULES[n.kind].merges && !existing.has(nodeKey(n)));
     // Sizes matter only when clusters may grow: several to fuse, or new stable identifiers to add. A returning
@@ -45,27 +55,23 @@ export class IdentityGraphRepo {
       // Counted from the nodes themselves rather than kept as a counter: always right, even after a replay.
       const counts = await sql.query<{ cluster_id: string; n: number }>(
         `SELECT cluster_id, count(*)::int AS n FROM identity_nodes
-         WHERE workspace_id = $1 AND key_mode = $2 AND cluster_id = ANY($3::text[]) AND kind = ANY($4::text[])
-         GROUP BY cluster_id`,
-        [ws, mode, clusters, STABLE_KINDS],
+         WHERE cluster_id = ANY($1::text[]) AND kind = ANY($2::text[]) GROUP BY cluster_id`,
+        [clusters, STABLE_KINDS],
       );
       for (const r of counts.rows) stableCounts.set(r.cluster_id, Number(r.n));
     }
     const plan = planCluster({ workspaceId: ws, keyMode: mode, nodes, existing, stableCounts, cap: this.opts.maxClusterIdentifiers });
 
     if (plan.merge) {
-      await sql.query(
-        'UPDATE identity_nodes SET cluster_id = $3 WHERE workspace_id = $1 AND key_mode = $2 AND cluster_id = ANY($4::text[])',
-        [ws, mode, plan.merge.into, plan.merge.from],
-      );
+      await sql.query('UPDATE identity_nodes SET cluster_id = $1 WHERE cluster_id = ANY($2::text[])', [plan.merge.into, plan.merge.from]);
     }
     // NOTE: ON CONFLICT never changes a node's cluster: only a merge (above) relabels.
     await sql.query(
-      `INSERT INTO identity_nodes AS n (workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
+      `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
                                         page_location, user_agent, page_seen_at)
-       SELECT $1, $2, t.kind, t.value, t.cluster_id, $6::timestamptz, $6::timestamptz, $7, $8, $9::timestamptz
-       FROM unnest($3::text[], $4::text[], $5::text[]) AS t(kind, value, cluster_id)
-       ON CONFLICT (workspace_id, key_mode, kind, value) DO UPDATE SET
+       SELECT t.node_id, $1, $2, t.kind, t.value, t.cluster_id, $6::timestamptz, $6::timestamptz, $7, $8, $9::timestamptz
+       FROM unnest($10::text[], $3::text[], $4::text[], $5::text[]) AS t(node_id, kind, value, cluster_id)
+       ON CONFLICT (node_id) DO UPDATE SET
          first_seen_at = LEAST(n.first_seen_at, EXCLUDED.first_seen_at),
          last_seen_at = GREATEST(n.last_seen_at, EXCLUDED.last_seen_at),
          page_location = CASE WHEN EXCLUDED.page_seen_at >= n.page_seen_at OR n.page_seen_at IS NULL
@@ -83,9 +89,11 @@ export class IdentityGraphRepo {
         page?.page_location ?? null,
         page?.user_agent ?? null,
         page ? iso(seenAt) : null,
+        ids,
       ],
     );
-    await this.addEdges(sql, scope, nodes, plan, seenAt);
+    // Edges are evidence of a link: an event that adds no node and fuses nothing links nothing new.
+    if (plan.merge || found.rows.length < nodes.length) await this.addEdges(sql, scope, nodes, plan, seenAt);
     return { refused: plan.refused, resolved: plan.resolved };
   }
 
@@ -122,38 +130,38 @@ export class IdentityGraphRepo {
   }
 
   /** The cluster's newest identifiers of the given kinds, at most `perKind` each, newest first. */
-  async identifiers(sql: Sql, scope: GraphScope, clusterId: string, kinds: readonly GraphKind[], perKind: number): Promise<GraphNode[]> {
+  async identifiers(sql: Sql, clusterId: string, kinds: readonly GraphKind[], perKind: number): Promise<GraphNode[]> {
+    // NOTE: a cluster holds at most the cap of stable identifiers, so reading them all and ranking here is cheap.
     const r = await sql.query<GraphNode>(
-      `SELECT kind, value FROM (
-         SELECT kind, value, last_seen_at,
-                row_number() OVER (PARTITION BY kind ORDER BY last_seen_at DESC, value) AS rank
-         FROM identity_nodes
-         WHERE workspace_id = $1 AND key_mode = $2 AND cluster_id = $3 AND kind = ANY($4::text[])) ranked
-       WHERE rank <= $5 ORDER BY kind, last_seen_at DESC, value`,
-      [scope.workspaceId, scope.keyMode, clusterId, kinds, perKind],
+      'SELECT kind, value FROM identity_nodes WHERE cluster_id = $1 AND kind = ANY($2::text[]) ORDER BY last_seen_at DESC, value',
+      [clusterId, kinds],
     );
-    return r.rows;
+    const taken = new Map<string, number>();
+    return r.rows.filter((n) => {
+      const k = (taken.get(n.kind) ?? 0) + 1;
+      taken.set(n.kind, k);
+      return k <= perKind;
+    });
   }
 
   /** The newest click id of the cluster first seen in (at - windowMs, at]: a click after the conversion cannot have led to it. */
-  async newestClickId(sql: Sql, scope: GraphScope, clusterId: string, at: number, windowMs: number): Promise<string | undefined> {
+  async newestClickId(sql: Sql, clusterId: string, at: number, windowMs: number): Promise<string | undefined> {
     const r = await sql.query<{ value: string }>(
       `SELECT value FROM identity_nodes
-       WHERE workspace_id = $1 AND key_mode = $2 AND cluster_id = $3 AND kind = 'ttclid'
-         AND first_seen_at > $4::timestamptz AND first_seen_at <= $5::timestamptz
+       WHERE cluster_id = $1 AND kind = 'ttclid' AND first_seen_at > $2::timestamptz AND first_seen_at <= $3::timestamptz
        ORDER BY first_seen_at DESC, value LIMIT 1`,
-      [scope.workspaceId, scope.keyMode, clusterId, iso(at - windowMs), iso(at)],
+      [clusterId, iso(at - windowMs), iso(at)],
     );
     return r.rows[0]?.value;
   }
 
   /** The cluster's newest session data (page location and user agent of its last seen web event; one with a URL first). */
-  async newestPageData(sql: Sql, scope: GraphScope, clusterId: string): Promise<PageData | undefined> {
+  async newestPageData(sql: Sql, clusterId: string): Promise<PageData | undefined> {
     const r = await sql.query<PageData>(
       `SELECT page_location, user_agent FROM identity_nodes
-       WHERE workspace_id = $1 AND key_mode = $2 AND cluster_id = $3 AND page_seen_at IS NOT NULL
+       WHERE cluster_id = $1 AND page_seen_at IS NOT NULL
        ORDER BY page_location IS NULL, page_seen_at DESC, kind, value LIMIT 1`,
-      [scope.workspaceId, scope.keyMode, clusterId],
+      [clusterId],
     );
     return r.rows[0];
   }

@@ -29,7 +29,7 @@ export function createBuildConversionStep(deps: BuildDeps) {
   ): Promise<{ conversion: ConversionReady; attribution: AttributionKind }> {
     const { setup } = selection;
     const click = await findClickId(deps.graph, sql, e, consent, clusterId, setup.click_window_days);
-    const pii = await personalIdentifiers(deps.graph, sql, e, consent, setup.pii_mode, clusterId);
+    const pii = await personalIdentifiers(deps.graph, sql, consent, setup.pii_mode, clusterId);
     const page = await resolvePage(deps.graph, sql, e, clusterId);
     const timeZone = await deps.timeZones.get(e.workspace_id, () => accountTimeZone(sql, e.workspace_id));
 

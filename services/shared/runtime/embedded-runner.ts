@@ -55,7 +55,7 @@ export async function purgeStore(db: Sql, store: string, retentionMs: number, ch
 export interface RunnerOptions {
   readonly batchSize?: number;
   /**
-   * Longest a batch's transaction may run before it commits what it has (default 100 ms). The embedded store
+   * Longest a batch's transaction may run before it commits what it has (default 50 ms). The embedded store
    * serialises transactions, so a long stage batch would hold back the gateway's appends past their 1.5 s deadline.
    */
   readonly maxBatchMs?: number;
@@ -153,7 +153,7 @@ export class EmbeddedStageRunner<V, S> {
     const end = stageBatchDuration.startTimer({ stage: this.processor.name });
     let consumed: number;
     try {
-      consumed = await this.commitBatch(batch, this.opts.maxBatchMs ?? 100);
+      consumed = await this.commitBatch(batch, this.opts.maxBatchMs ?? 50);
     } catch (err) {
       this.opts.logger.warn({ err, stage: this.processor.name, size: batch.length }, 'batch failed; retrying one by one');
       for (const record of batch) await this.commitAlone(record);
