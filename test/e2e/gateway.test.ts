@@ -16,7 +16,7 @@ let key: string;
 let workspaceId: string;
 
 beforeAll(async () => {
-  svc = await startServiceProcess();
+  svc = await startServiceProcess({ env: { LOG_LEVEL: 'debug' } });
   const admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
   workspaceId = (await admin.createWorkspace('acme', 'free')).id;
   key = (await admin.createKey(workspaceId, 'live')).key;
@@ -63,6 +63,15 @@ describe('a new user on the embedded default', () => {
     const noKey = await fetch(`${svc.url}/v1/sgtm`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '[]' });
     expect(noKey.status).toBe(401);
     expect(await noKey.json()).toEqual({ error: 'Unauthorized', message: 'Invalid or missing API key.' });
+  });
+
+  it('never writes an API key or the admin token to its logs', async () => {
+    await post('/v1/events', [webEvent()], { authorization: `Bearer ${key}x` }); // a refused key is logged too
+    const out = svc.output();
+    expect(out.length).toBeGreaterThan(0);
+    expect(out).not.toContain(key);
+    expect(out).not.toContain(key.slice(9));
+    expect(out).not.toContain(TEST_ADMIN_TOKEN);
   });
 
   it('serves the OpenAPI document and Prometheus metrics', async () => {
