@@ -15,14 +15,14 @@ import { resolveCredentialsKey } from './shared/credentials-key.js';
 import type { Db } from './shared/db/db.js';
 import { openDatabase } from './shared/db/open.js';
 import type { Logger } from './shared/logger.js';
-import { EmbeddedLog } from './shared/runtime/embedded-log.js';
-import { EmbeddedStageRunner } from './shared/runtime/embedded-runner.js';
+import type { EmbeddedLog } from './shared/runtime/embedded-log.js';
+import { openRuntime, type StageRunner } from './shared/runtime/select.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
   readonly db: Db;
   readonly log: EmbeddedLog | undefined;
-  readonly runners: ReadonlyArray<EmbeddedStageRunner<unknown, unknown>>;
+  readonly runners: ReadonlyArray<StageRunner>;
   /** The ad platform side: forwarder, token refresher, connection routes (docs/platform.md). */
   readonly platform: PlatformSide;
   /** Stops taking requests, finishes in-flight work, closes everything. */
@@ -32,12 +32,11 @@ export interface RunningService {
 const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === 'all' || roles.includes(role);
 
 export async function startService(config: Config, logger: Logger, opts: { inMemoryDb?: boolean } = {}): Promise<RunningService> {
-  if (config.kafka) {
-    throw new Error('the Kafka runtime is configured (KAFKA_BROKERS) but not available in this build');
-  }
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb });
   const credentialsKey = resolveCredentialsKey(config.credentialsKey, config.dataDir, logger);
-  const log = new EmbeddedLog(db);
+  // The embedded default or Kafka (shared/runtime/select.ts): the gateway's log and the stage runners.
+  const runtime = await openRuntime({ config, db, logger, stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs }) });
+  const log = runtime.log;
   const platform = createPlatformSide({
     config,
     db,
@@ -54,41 +53,37 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
   );
 
-  const runners = runs(config.role, 'dedupe', 'enrich', 'forwarder')
-    ? pipelineStages({ dedupeWindowMs: config.dedupeWindowMs }).map(
-        (p) => new EmbeddedStageRunner(db, log, p, { logger: logger.child({ stage: p.name }) }),
-      )
-    : [];
-
   const app = await buildApp({
     config,
     db,
     logger,
-    ingest: runs(config.role, 'gateway')
-      ? {
-          producer: log,
-          verifier: new ApiKeyVerifier(db),
-          limiter: rateLimit.limiter,
-          runtime: 'embedded',
-        }
-      : undefined,
+    ingest:
+      runs(config.role, 'gateway') && runtime.producer
+        ? {
+            producer: runtime.producer,
+            verifier: new ApiKeyVerifier(db),
+            limiter: rateLimit.limiter,
+            runtime: runtime.kind,
+          }
+        : undefined,
     admin: runs(config.role, 'console'),
     adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
     publicExtensions: [...platform.publicExtensions],
   });
-  for (const r of runners) r.start();
+  await runtime.start(platform);
   platform.start();
 
   return {
     app,
     db,
-    log,
-    runners,
+    log: runtime.kind === 'embedded' ? log : undefined,
+    runners: runtime.runners,
     platform,
     async close() {
       await app.close(); // stops accepting, waits for in-flight requests
-      await log.close(); // finishes queued appends
-      await Promise.all(runners.map((r) => r.stop()));
+      await runtime.closeProducer(); // finishes queued appends
+      await runtime.close(); // stages finish their batches in flight
+      await log.close();
       await platform.close(); // batches and refreshes in flight finish
       rateLimit.close();
       await db.close();

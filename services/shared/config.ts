@@ -51,6 +51,10 @@ const envSchema = z.object({
     .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
     .optional(),
   SCHEMA_REGISTRY_URL: url.optional(),
+  /** Prefix of the Kafka consumer groups and transactional ids (several deployments on one cluster; tests). */
+  KAFKA_GROUP_PREFIX: z.string().regex(/^[A-Za-z0-9._-]{0,100}$/, 'must be letters, digits, . _ - (at most 100)').optional(),
+  /** How long a Kafka consumer that died keeps its partitions (the broker allows 6000 to 300000 by default). */
+  KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(3_600_000).default(10_000),
   DATABASE_URL: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL').optional(),
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   METRICS_PORT: port.default(9464),
@@ -110,7 +114,14 @@ export interface Config {
     readonly appId: string | undefined;
     readonly appSecret: string | undefined;
   };
-  readonly kafka: { readonly brokers: string[]; readonly schemaRegistryUrl: string } | undefined;
+  readonly kafka:
+    | {
+        readonly brokers: string[];
+        readonly schemaRegistryUrl: string;
+        readonly groupPrefix: string;
+        readonly sessionTimeoutMs: number;
+      }
+    | undefined;
   readonly databaseUrl: string | undefined;
   readonly redisUrl: string | undefined;
   readonly metricsPort: number;
@@ -154,6 +165,9 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.KAFKA_BROKERS && !e.SCHEMA_REGISTRY_URL) {
     throw new ConfigError('SCHEMA_REGISTRY_URL', 'is required when KAFKA_BROKERS is set');
   }
+  if (e.KAFKA_BROKERS && !e.DATABASE_URL) {
+    throw new ConfigError('DATABASE_URL', 'is required when KAFKA_BROKERS is set (the Kafka runtime keeps its state in Postgres)');
+  }
   if (e.PLATFORM_APP_ID && !e.PLATFORM_APP_SECRET) {
     throw new ConfigError('PLATFORM_APP_SECRET', 'is required when PLATFORM_APP_ID is set');
   }
@@ -174,7 +188,12 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       appSecret: e.PLATFORM_APP_SECRET,
     },
     kafka: e.KAFKA_BROKERS
-      ? { brokers: e.KAFKA_BROKERS.split(','), schemaRegistryUrl: e.SCHEMA_REGISTRY_URL! }
+      ? {
+          brokers: e.KAFKA_BROKERS.split(','),
+          schemaRegistryUrl: e.SCHEMA_REGISTRY_URL!,
+          groupPrefix: e.KAFKA_GROUP_PREFIX ?? '',
+          sessionTimeoutMs: e.KAFKA_SESSION_TIMEOUT_MS,
+        }
       : undefined,
     databaseUrl: e.DATABASE_URL,
     redisUrl: e.REDIS_URL,

@@ -66,3 +66,35 @@ export const stateStorePurged = new Counter({
   labelNames: ['store'] as const,
   registers: [registry],
 });
+
+// ---- Kafka runtime (services/shared/runtime/kafka-*.ts) ----
+
+export const kafkaProduceDuration = new Histogram({
+  name: 'kafka_produce_duration_seconds',
+  help: 'Time until the broker acknowledged a produce (gateway, relay) or committed a stage transaction (outputs, state, offsets)',
+  labelNames: ['producer'] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+  registers: [registry],
+});
+
+export const kafkaRebalances = new Counter({
+  name: 'kafka_rebalances_total',
+  help: 'Consumer group generations this process joined (each one is a rebalance), by group',
+  labelNames: ['group'] as const,
+  registers: [registry],
+});
+
+export const stateStoreRestored = new Counter({
+  name: 'state_store_restored_records_total',
+  help: 'Changelog records applied to restore a stage state store after a partition was assigned',
+  labelNames: ['store'] as const,
+  registers: [registry],
+});
+
+export const stateStoreRestoreDuration = new Histogram({
+  name: 'state_store_restore_duration_seconds',
+  help: 'Time from a partition assignment until its state store is restored and the partition is processed',
+  labelNames: ['store'] as const,
+  buckets: [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  registers: [registry],
+});

@@ -1,0 +1,148 @@
+/**
+ * How each topic's value maps onto its Avro schema (schemas/*.avsc). The TypeScript types stay the domain's own
+ * (EventEnvelope, ConversionReady, ...); these functions translate at the edge:
+ *  - optional properties become nullable fields (union with null, default null) and come back omitted, so a value
+ *    decoded from Kafka is deep-equal to the one the producer had (the same object the embedded log returns);
+ *  - free-form JSON (an envelope's payload, a conversion's properties, a dead letter's value) is carried as a JSON
+ *    text field (`payload_json`, ...): Avro has no "any" type, and the sender's data is open-ended by contract.
+ */
+import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../conversion.js';
+import type { EventEnvelope, Identifier, SessionData } from '../envelope.js';
+import { Topics, type TopicName } from '../topics.js';
+import type { DeadLetter } from '../runtime/types.js';
+
+/* eslint-disable @typescript-eslint/no-explicit-any */
+type AvroValue = Record<string, any>;
+
+export interface TopicMapping<T> {
+  /** File under schemas/. */
+  readonly schemaFile: string;
+  toAvro(value: T): AvroValue;
+  fromAvro(avro: AvroValue): T;
+}
+
+/** Copies the non-null fields of `src` named in `fields` (optional properties: null ↔ absent). */
+function present<K extends string>(src: AvroValue, fields: readonly K[]): Partial<Record<K, any>> {
+  const out: Partial<Record<K, any>> = {};
+  for (const f of fields) if (src[f] !== null && src[f] !== undefined) out[f] = src[f];
+  return out;
+}
+
+function nullable<K extends string>(src: Partial<Record<K, unknown>>, fields: readonly K[]): Record<K, unknown> {
+  const out = {} as Record<K, unknown>;
+  for (const f of fields) out[f] = src[f] ?? null;
+  return out;
+}
+
+const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referrer', 'user_agent'] as const;
+const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as const;
+
+export const envelopeMapping: TopicMapping<EventEnvelope> = {
+  schemaFile: 'event-envelope.avsc',
+  toAvro(e) {
+    const { payload, identifiers, session, ...rest } = e;
+    return {
+      ...rest,
+      identifiers: identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
+      session: session === null ? null : nullable(session, SESSION_FIELDS),
+      payload_json: JSON.stringify(payload),
+    };
+  },
+  fromAvro(a) {
+    const { payload_json, identifiers, session, dedupe, consent, ...rest } = a;
+    return {
+      ...rest,
+      dedupe: dedupe === null ? null : { key: dedupe.key, scope: dedupe.scope },
+      consent: { ...consent },
+      identifiers: (identifiers as AvroValue[]).map(
+        (i): Identifier => ({ kind: i.kind, value: i.value, ...(i.alias === null ? {} : { alias: i.alias }) }),
+      ),
+      session: session === null ? null : (present(session, SESSION_FIELDS) as SessionData),
+      payload: JSON.parse(payload_json as string),
+    } as unknown as EventEnvelope;
+  },
+};
+
+/** Dedupe's state value (services/dedupe/seen-marker.ts DedupeState), kept structural here. */
+interface SeenMarkerValue {
+  readonly first_seen: number;
+  readonly request_id: string;
+}
+interface DedupeStateValue {
+  readonly v: number;
+  readonly live?: SeenMarkerValue | null;
+  readonly test?: SeenMarkerValue | null;
+}
+
+export const dedupeStateMapping: TopicMapping<DedupeStateValue> = {
+  schemaFile: 'dedupe-state.avsc',
+  toAvro: (s) => ({ v: s.v, live: s.live ?? null, test: s.test ?? null }),
+  // NOTE: a marker that is null in Avro comes back absent (the TypeScript state treats both alike).
+  fromAvro: (a) => ({
+    v: a.v,
+    ...(a.live === null ? {} : { live: { first_seen: a.live.first_seen, request_id: a.live.request_id } }),
+    ...(a.test === null ? {} : { test: { first_seen: a.test.first_seen, request_id: a.test.request_id } }),
+  }),
+};
+
+export const conversionMapping: TopicMapping<ConversionReady> = {
+  schemaFile: 'conversion-ready.avsc',
+  toAvro(c) {
+    const { user, properties, transaction_id, ...record } = c.record;
+    return {
+      ...c,
+      record: {
+        ...record,
+        page: { url: record.page.url },
+        consent: { ...record.consent },
+        user: user === undefined ? null : nullable(user, USER_FIELDS),
+        transaction_id: transaction_id ?? null,
+        properties_json: properties === undefined ? null : JSON.stringify(properties),
+      },
+    };
+  },
+  fromAvro(a) {
+    const { user, properties_json, transaction_id, page, consent, ...record } = a.record as AvroValue;
+    const out: PlatformEventRecord = {
+      ...(record as Omit<PlatformEventRecord, 'page' | 'consent'>),
+      page: { url: page.url },
+      ...(user === null ? {} : { user: present(user, USER_FIELDS) as PlatformUser }),
+      ...(transaction_id === null ? {} : { transaction_id }),
+      consent: { ad_user_data: consent.ad_user_data, ad_personalization: consent.ad_personalization },
+      ...(properties_json === null ? {} : { properties: JSON.parse(properties_json) }),
+    };
+    return { ...(a as Omit<ConversionReady, 'record'>), record: out };
+  },
+};
+
+export const deadLetterMapping: TopicMapping<DeadLetter> = {
+  schemaFile: 'dead-letter.avsc',
+  toAvro: ({ value, ...rest }) => ({ ...rest, value_json: JSON.stringify(value ?? null) }),
+  fromAvro: ({ value_json, ...rest }) => ({ ...(rest as Omit<DeadLetter, 'value'>), value: JSON.parse(value_json) }),
+};
+
+/** services/forwarder/outbox-repo.ts ConversionDeadLetter, kept structural here (no import of the forwarder). */
+interface ConversionDeadLetterValue {
+  readonly record: unknown;
+  readonly [field: string]: unknown;
+}
+
+export const conversionDeadLetterMapping: TopicMapping<ConversionDeadLetterValue> = {
+  schemaFile: 'conversion-dead-letter.avsc',
+  toAvro: ({ record, ...rest }) => ({
+    ...rest,
+    ...nullable(rest as Record<string, unknown>, ['event_source', 'event_source_id', 'test_event_code', 'platform_code', 'request_id']),
+    record_json: JSON.stringify(record ?? null),
+  }),
+  fromAvro: ({ record_json, ...rest }) => ({ ...rest, record: JSON.parse(record_json) }),
+};
+
+/** Every topic's value mapping; events.raw and events.deduped share the envelope schema. */
+export const TOPIC_MAPPINGS: Readonly<Record<TopicName, TopicMapping<any>>> = {
+  [Topics.eventsRaw]: envelopeMapping,
+  [Topics.eventsDeduped]: envelopeMapping,
+  [Topics.dedupeState]: dedupeStateMapping,
+  [Topics.conversionsReady]: conversionMapping,
+  [Topics.eventsDlq]: deadLetterMapping,
+  [Topics.conversionsDlq]: conversionDeadLetterMapping,
+};

@@ -1,0 +1,112 @@
+/**
+ * Reads a topic from given offsets up to its end, decoded, read_committed: what an operator's tool (decode-cli.ts)
+ * and the integration tests need. A throw-away consumer group (`<prefix>reader-<random>`) is positioned at the start
+ * offsets, consumes until its position reaches the end offsets measured when the read started, and is deleted.
+ */
+import { randomUUID } from 'node:crypto';
+import type { TopicName } from '../topics.js';
+import type { KafkaAdmin } from './admin.js';
+import type { KafkaConnection } from './client.js';
+import { GroupConsumer } from './consumer.js';
+import { UndecodableRecordError, type AvroSerde } from './serde.js';
+
+export interface ReadRecord<V = unknown> {
+  readonly partition: number;
+  readonly offset: bigint;
+  readonly key: string;
+  /** Decoded value; null for a tombstone; `{ undecodable: reason }` for bytes no registered schema reads. */
+  readonly value: V;
+  readonly timestamp: number;
+  readonly headers: Readonly<Record<string, string>>;
+}
+
+export interface ReadOptions {
+  /** Start offset per partition (default: the log start of every partition). */
+  readonly from?: ReadonlyMap<number, bigint>;
+  readonly timeoutMs?: number;
+}
+
+/** The end offsets of a topic now: pass them as `from` later to read only what was written in between. */
+export async function topicEnds(admin: KafkaAdmin, topic: string): Promise<Map<number, bigint>> {
+  return new Map([...(await admin.endOffsets(topic))].map(([p, o]) => [p, o.high]));
+}
+
+/** A record as stored: the value's bytes undecoded. */
+export type RawRecord = ReadRecord<Buffer | null>;
+
+/** Records of a topic from `from` (default: the log start) to its end when the read started, read_committed. */
+export async function readTopicRaw(
+  connection: KafkaConnection,
+  admin: KafkaAdmin,
+  topic: string,
+  opts: ReadOptions = {},
+): Promise<RawRecord[]> {
+  const ends = await admin.endOffsets(topic);
+  const start = new Map([...ends].map(([p, o]) => [p, opts.from?.get(p) ?? o.low]));
+  const pending = new Set([...ends].filter(([p, o]) => start.get(p)! < o.high).map(([p]) => p));
+  if (pending.size === 0) return [];
+  const groupId = connection.groupId(`reader-${randomUUID()}`);
+  await admin.setGroupOffsets(groupId, topic, start);
+  const records: RawRecord[] = [];
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const advance = (partition: number, next: bigint): void => {
+    if (next >= ends.get(partition)!.high) pending.delete(partition);
+    if (pending.size === 0) done();
+  };
+  const consumer = new GroupConsumer(connection, {
+    groupId,
+    topics: [topic],
+    partitionsConsumedConcurrently: 1,
+    onAssigned: () => undefined,
+    onBatch: async (batch) => {
+      for (const r of batch.records) {
+        if (r.offset >= ends.get(r.partition)!.high) break;
+        records.push({ partition: r.partition, offset: r.offset, key: r.key, value: r.value, timestamp: r.timestamp, headers: r.headers });
+      }
+      const last = batch.records.at(-1);
+      if (last) batch.resolve(last.offset);
+    },
+    onPosition: (_topic, partition, next) => advance(partition, next),
+  });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await consumer.start();
+    await Promise.race([
+      finished,
+      new Promise((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`reading ${topic}: end not reached within ${opts.timeoutMs ?? 30_000} ms`)), opts.timeoutMs ?? 30_000);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+    await consumer.stop();
+    await admin.deleteGroups([groupId]);
+  }
+  return records.sort((a, b) => a.partition - b.partition || (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0));
+}
+
+/** Like readTopicRaw, values decoded into the domain types by the serde. */
+export async function readTopic<V = unknown>(
+  connection: KafkaConnection,
+  admin: KafkaAdmin,
+  serde: AvroSerde,
+  topic: TopicName,
+  opts: ReadOptions = {},
+): Promise<Array<ReadRecord<V>>> {
+  const raw = await readTopicRaw(connection, admin, topic, opts);
+  const out: Array<ReadRecord<V>> = [];
+  for (const r of raw) {
+    let value: unknown = null;
+    if (r.value !== null) {
+      try {
+        value = await serde.decode(topic, r.value);
+      } catch (err) {
+        if (!(err instanceof UndecodableRecordError)) throw err;
+        value = { undecodable: err.message };
+      }
+    }
+    out.push({ ...r, value: value as V });
+  }
+  return out;
+}

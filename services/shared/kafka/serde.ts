@@ -1,0 +1,194 @@
+/**
+ * Avro values on every topic, with the schema registry: schemas/<file>.avsc are the source, registered at start under
+ * `<topic>-value` (the registry refuses a change that breaks BACKWARD compatibility, so a bad deploy fails at start,
+ * not in a consumer). Values use the Confluent wire format: magic byte 0, the 4-byte schema id, the Avro body.
+ *
+ * Encoding uses the id registered at start (cached, no registry call per record). Decoding reads the writer's
+ * schema id; a record written with another version of the schema is resolved into the current one (Avro schema
+ * resolution), so consumers keep working across BACKWARD-compatible changes.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import avro from 'avsc';
+import type { Logger } from '../logger.js';
+import { repoRoot } from '../repo-root.js';
+import { Topics, type TopicName } from '../topics.js';
+import { TOPIC_MAPPINGS } from './avro-mapping.js';
+
+const MAGIC_BYTE = 0;
+const REGISTRY_CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
+
+/** A record whose bytes cannot be read as any registered schema: a poison record, not an outage. */
+export class UndecodableRecordError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UndecodableRecordError';
+  }
+}
+
+export const subjectOf = (topic: string): string => `${topic}-value`;
+
+export function schemasDir(): string {
+  return join(repoRoot(), 'schemas');
+}
+
+/** The schema text of a topic's value, as in schemas/. */
+export function schemaText(topic: TopicName): string {
+  return readFileSync(join(schemasDir(), TOPIC_MAPPINGS[topic].schemaFile), 'utf8');
+}
+
+/**
+ * The registry's Confluent-compatible REST API, for what the serde needs beyond encode/decode: registration,
+ * compatibility checks and (tests, operators) subject deletion. Registration goes through the registry client;
+ * the compatibility and delete calls are plain HTTP (the client has no API for them).
+ */
+export class SchemaRegistryClient {
+  readonly registry: SchemaRegistry;
+
+  constructor(readonly url: string) {
+    this.registry = new SchemaRegistry({ host: url, retry: { retries: 2, initialRetryTimeInSecs: 0.1 } });
+  }
+
+  /** Registers (or finds) a schema under a subject; throws when the registry refuses it (e.g. incompatible). */
+  async register(subject: string, schema: string): Promise<number> {
+    const { id } = await this.registry.register({ type: SchemaType.AVRO, schema }, { subject });
+    return id;
+  }
+
+  /** Whether the schema could be registered under the subject (its compatibility rule against the latest version). */
+  async isCompatible(subject: string, schema: string): Promise<boolean> {
+    const r = await fetch(`${this.url}/compatibility/subjects/${encodeURIComponent(subject)}/versions/latest`, {
+      method: 'POST',
+      headers: { 'content-type': REGISTRY_CONTENT_TYPE },
+      body: JSON.stringify({ schema }),
+    });
+    if (!r.ok) throw new Error(`schema registry compatibility check of ${subject}: HTTP ${r.status} ${await r.text()}`);
+    return ((await r.json()) as { is_compatible: boolean }).is_compatible;
+  }
+
+  async subjects(): Promise<string[]> {
+    const r = await fetch(`${this.url}/subjects`);
+    if (!r.ok) throw new Error(`schema registry subjects: HTTP ${r.status}`);
+    return (await r.json()) as string[];
+  }
+
+  /** Deletes a subject for good (soft, then permanent delete, as Confluent requires). */
+  async deleteSubject(subject: string): Promise<void> {
+    for (const suffix of ['', '?permanent=true']) {
+      const r = await fetch(`${this.url}/subjects/${encodeURIComponent(subject)}${suffix}`, { method: 'DELETE' });
+      if (!r.ok && r.status !== 404) throw new Error(`schema registry delete ${subject}: HTTP ${r.status} ${await r.text()}`);
+    }
+  }
+
+  /** The avsc type of a registered schema id (cached by the registry client). */
+  async typeOf(id: number): Promise<avro.Type> {
+    try {
+      return (await this.registry.getSchema(id)) as unknown as avro.Type;
+    } catch (err) {
+      if ((err as { status?: number }).status === 404) throw new UndecodableRecordError(`unknown schema id ${id}`);
+      throw err;
+    }
+  }
+}
+
+interface TopicCodec {
+  readonly id: number;
+  readonly type: avro.Type;
+  /** Resolvers from other writer schema ids into this one. */
+  readonly resolvers: Map<number, avro.Resolver>;
+}
+
+export class AvroSerde {
+  private constructor(
+    readonly registry: SchemaRegistryClient,
+    private readonly codecs: ReadonlyMap<TopicName, TopicCodec>,
+  ) {}
+
+  /**
+   * Registers every topic's value schema (idempotent: the same schema keeps its id) and returns a serde with the ids
+   * cached. Retries while the registry is starting; fails with the registry's answer when it refuses a schema.
+   */
+  static async connect(url: string, logger: Logger, opts: { attempts?: number } = {}): Promise<AvroSerde> {
+    const registry = new SchemaRegistryClient(url);
+    const codecs = new Map<TopicName, TopicCodec>();
+    for (const topic of Object.values(Topics)) {
+      const text = schemaText(topic);
+      const type = avro.Type.forSchema(JSON.parse(text) as avro.Schema);
+      const id = await withRetries(() => registry.register(subjectOf(topic), text), opts.attempts ?? 10, logger, `registering ${subjectOf(topic)}`);
+      codecs.set(topic, { id, type, resolvers: new Map() });
+    }
+    return new AvroSerde(registry, codecs);
+  }
+
+  private codec(topic: TopicName): TopicCodec {
+    const c = this.codecs.get(topic);
+    if (!c) throw new Error(`no schema for topic ${topic}`);
+    return c;
+  }
+
+  /** The registered schema id of a topic's value. */
+  schemaId(topic: TopicName): number {
+    return this.codec(topic).id;
+  }
+
+  /** Encodes a value in the Confluent wire format; throws when it does not fit the topic's schema. */
+  encode(topic: TopicName, value: unknown): Buffer {
+    const codec = this.codec(topic);
+    const avroValue = TOPIC_MAPPINGS[topic].toAvro(value);
+    const body = codec.type.toBuffer(avroValue);
+    const header = Buffer.alloc(5);
+    header.writeUInt8(MAGIC_BYTE, 0);
+    header.writeInt32BE(codec.id, 1);
+    return Buffer.concat([header, body]);
+  }
+
+  /**
+   * Decodes a value of a topic into the domain type. Throws UndecodableRecordError for bytes that are not a record of
+   * a registered schema (poison), other errors when the registry cannot be reached (retry later).
+   */
+  async decode(topic: TopicName, bytes: Buffer): Promise<unknown> {
+    if (bytes.length < 5 || bytes.readUInt8(0) !== MAGIC_BYTE) {
+      throw new UndecodableRecordError('not in the Confluent wire format (magic byte 0 + schema id)');
+    }
+    const codec = this.codec(topic);
+    const writerId = bytes.readInt32BE(1);
+    const body = bytes.subarray(5);
+    // Resolving another writer version needs its schema: an unreachable registry is an outage (thrown as is).
+    const writer = writerId === codec.id || codec.resolvers.has(writerId) ? undefined : await this.registry.typeOf(writerId);
+    try {
+      let avroValue: unknown;
+      if (writerId === codec.id) {
+        avroValue = codec.type.fromBuffer(body);
+      } else {
+        let resolver = codec.resolvers.get(writerId);
+        if (!resolver) {
+          resolver = codec.type.createResolver(writer!);
+          codec.resolvers.set(writerId, resolver);
+        }
+        avroValue = codec.type.fromBuffer(body, resolver);
+      }
+      return TOPIC_MAPPINGS[topic].fromAvro(avroValue as Record<string, unknown>);
+    } catch (err) {
+      throw new UndecodableRecordError(`cannot decode with schema id ${writerId}: ${(err as Error).message}`);
+    }
+  }
+}
+
+async function withRetries<T>(fn: () => Promise<T>, attempts: number, logger: Logger, what: string): Promise<T> {
+  let delay = 200;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      // A refusal (409 incompatible, 422 invalid) is final; only an unreachable registry is worth waiting for.
+      const status = (err as { status?: number }).status;
+      if (attempt >= attempts || (status !== undefined && status >= 400 && status < 500)) {
+        throw new Error(`schema registry: ${what} failed: ${(err as Error).message}`, { cause: err });
+      }
+      logger.warn({ err: (err as Error).message, attempt }, `schema registry: ${what} failed; retrying`);
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 2_000);
+    }
+  }
+}

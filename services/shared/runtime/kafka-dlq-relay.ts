@@ -1,0 +1,98 @@
+/**
+ * The forwarder dead-letters inside its database transactions (outbox-repo.ts, intake): the letter is appended to
+ * the database's conversions.dlq log (log_records) atomically with taking the conversion out of the outbox. On the
+ * Kafka runtime this relay publishes those rows to the Kafka topic conversions.dlq (Avro, key workspace:event_id)
+ * — the transactional-outbox pattern. Its position is a row of consumer_offsets (group `kafka-dlq-relay`), saved
+ * after the broker acknowledged; a crash in between publishes some letters twice (at least once: a dead-letter
+ * reader keys on workspace:event_id). A transaction-scoped advisory lock lets one replica relay at a time.
+ */
+import type { Db } from '../db/db.js';
+import { toNumber } from '../db/db.js';
+import type { KafkaConnection } from '../kafka/client.js';
+import { IdempotentProducer } from '../kafka/producer.js';
+import type { AvroSerde } from '../kafka/serde.js';
+import type { Logger } from '../logger.js';
+import { kafkaProduceDuration } from '../metrics.js';
+import { Topics } from '../topics.js';
+
+export const RELAY_GROUP = 'kafka-dlq-relay';
+const RELAY_LOCK = 7_312_405;
+
+export class DeadLetterRelay {
+  private readonly producer: IdempotentProducer;
+  private timer: NodeJS.Timeout | undefined;
+  private running: Promise<void> | undefined;
+  private stopped = false;
+
+  constructor(
+    private readonly deps: {
+      readonly db: Db;
+      readonly connection: KafkaConnection;
+      readonly serde: AvroSerde;
+      readonly logger: Logger;
+      readonly intervalMs?: number;
+      readonly batchSize?: number;
+    },
+  ) {
+    this.producer = new IdempotentProducer(deps.connection, { retries: 5, maxRetryTimeMs: 1_000 });
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  private schedule(ms: number): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      this.running = this.drain()
+        .then(() => undefined)
+        .catch((err: unknown) => this.deps.logger.warn({ err: (err as Error).message }, 'dead-letter relay failed; retrying'))
+        .finally(() => this.schedule(this.deps.intervalMs ?? 1_000));
+    }, ms);
+  }
+
+  /** Publishes everything there is. Returns how many letters it published. */
+  async drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.step();
+      total += n;
+      if (n === 0 || this.stopped) return total;
+    }
+  }
+
+  private async step(): Promise<number> {
+    return this.deps.db.transaction(async (tx) => {
+      const locked = await tx.query<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1) AS ok', [RELAY_LOCK]);
+      if (!locked.rows[0]?.ok) return 0;
+      const at = await tx.query<{ offset: unknown }>('SELECT "offset" FROM consumer_offsets WHERE group_id = $1 AND topic = $2', [
+        RELAY_GROUP,
+        Topics.conversionsDlq,
+      ]);
+      const from = at.rows[0] ? toNumber(at.rows[0].offset) : 0;
+      const rows = await tx.query<{ offset: unknown; key: string; value: unknown }>(
+        'SELECT "offset", key, value FROM log_records WHERE topic = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3',
+        [Topics.conversionsDlq, from, this.deps.batchSize ?? 500],
+      );
+      if (rows.rows.length === 0) return 0;
+      const records = rows.rows.map((r) => ({ key: r.key, value: this.deps.serde.encode(Topics.conversionsDlq, r.value) }));
+      const end = kafkaProduceDuration.startTimer({ producer: RELAY_GROUP });
+      await this.producer.send([{ topic: Topics.conversionsDlq, records }]);
+      end();
+      await tx.query(
+        `INSERT INTO consumer_offsets (group_id, topic, "offset", updated_at) VALUES ($1, $2, $3, now())
+         ON CONFLICT (group_id, topic) DO UPDATE SET "offset" = EXCLUDED."offset", updated_at = now()`,
+        [RELAY_GROUP, Topics.conversionsDlq, toNumber(rows.rows.at(-1)!.offset)],
+      );
+      return rows.rows.length;
+    });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.running;
+    await this.producer.close();
+  }
+}

@@ -1,0 +1,506 @@
+/**
+ * The Kafka runtime's driver for one processor (the same contract as embedded-runner.ts): a member of consumer
+ * group `<prefix><processor.name>` on the processor's input, read_committed.
+ *
+ * Exactly once, per input partition p:
+ *  - p has its own transactional producer, transactional.id `<group>-<input>-<p>`. Each batch is ONE transaction:
+ *    the outputs, the dead letters, the state changes (changelog records on partition p of the changelog) and the
+ *    group's offset (sendOffsets) commit together or not at all.
+ *  - When p is assigned, before any record of p is processed: InitProducerId with that id fences the previous owner
+ *    (a zombie, or a process killed -9) and completes its open transaction; then the store of p is restored from the
+ *    changelog partition p up to its end (measured after the fencing, so it holds every committed write); then the
+ *    group's committed offset of p is read again (a zombie may have committed after kafkajs fetched it) and the
+ *    consumer seeks to it. Only then is p resumed.
+ *  - A failed transaction is aborted and the member leaves and rejoins the group: every partition is prepared again
+ *    from the committed state (no partial in-memory state survives a failure).
+ *  - A rebalance waits for the batches in flight (kafkajs rejoins after them); on a new generation every partition
+ *    is prepared again, so a partition that moved and came back is never processed with stale state.
+ * Records a processor cannot handle (it throws MAX_ATTEMPTS times, or its output does not fit the topic's schema,
+ * or the input cannot be decoded) are dead-lettered on events.dlq in the same transaction, and the partition moves
+ * on; an outage (database, registry, broker) is never taken for a poison record: the batch is retried.
+ */
+import type { Sql } from '../db/db.js';
+import type { KafkaAdmin } from '../kafka/admin.js';
+import type { KafkaConnection } from '../kafka/client.js';
+import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../kafka/consumer.js';
+import { TransactionalProducer, type OutgoingRecord } from '../kafka/producer.js';
+import { UndecodableRecordError, type AvroSerde } from '../kafka/serde.js';
+import type { Logger } from '../logger.js';
+import {
+  consumerLag,
+  kafkaProduceDuration,
+  kafkaRebalances,
+  stageBatchDuration,
+  stageRecords,
+  stateStorePurged,
+  stateStoreRestored,
+  stateStoreRestoreDuration,
+} from '../metrics.js';
+import { Topics, type TopicName } from '../topics.js';
+import { PartitionStore, StoreTransaction } from './kafka-store.js';
+import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
+
+const MAX_ATTEMPTS = 3;
+
+/**
+ * Header on every record a stage writes: the consumer group (stage, with its prefix) that wrote it. Lineage for
+ * operators when two deployments (prefixes) share a cluster, and how tests tell their stage's records apart.
+ */
+export const STAGE_GROUP_HEADER = 'stage-group';
+
+export interface KafkaRunnerOptions {
+  readonly logger: Logger;
+  readonly now?: () => number;
+  /** Most records in one transaction (default 500). */
+  readonly maxBatchRecords?: number;
+  /** Partitions whose batches are processed at the same time (default 3). */
+  readonly partitionsConsumedConcurrently?: number;
+  /** How often consumer lag is read from the broker (default 10 s); batches update it too. */
+  readonly lagIntervalMs?: number;
+  /** Most expired store entries evicted (tombstoned) per transaction (default 1000). */
+  readonly maxEvictionsPerBatch?: number;
+}
+
+export interface KafkaRunnerDeps<V, S> {
+  readonly connection: KafkaConnection;
+  readonly serde: AvroSerde;
+  readonly admin: KafkaAdmin;
+  /** ctx.sql: the Postgres pool (processors' writes there are idempotent by contract). */
+  readonly sql: Sql;
+  readonly processor: Processor<V, S>;
+  readonly options: KafkaRunnerOptions;
+}
+
+interface PartitionTask<S> {
+  readonly partition: number;
+  /** Replaced by a fresh one when preparing fails (a closed producer cannot be reused). */
+  producer: TransactionalProducer;
+  readonly store: PartitionStore<S> | undefined;
+  phase: 'preparing' | 'ready' | 'closed';
+  /** Next changelog offset to apply (the store holds everything before it). */
+  changelogPos: bigint;
+  restoreTarget: bigint | undefined;
+  restored: number;
+  readonly assignedAt: number;
+  onRestoreProgress?: () => void;
+}
+
+interface Handled {
+  readonly outcome: Outcome;
+  readonly outputs: ReadonlyArray<{ topic: TopicName; record: OutgoingRecord }>;
+}
+
+class TransientError extends Error {}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export class KafkaStageRunner<V, S> {
+  readonly groupId: string;
+  private readonly headers: Readonly<Record<string, string>>;
+  private readonly input: TopicName;
+  private readonly changelog: TopicName | undefined;
+  private readonly logger: Logger;
+  private readonly now: () => number;
+  private consumer: GroupConsumer | undefined;
+  private tasks = new Map<number, PartitionTask<S>>();
+  private stopping = false;
+  private restarting: Promise<void> | undefined;
+  private lagTimer: NodeJS.Timeout | undefined;
+  private restartDelay = 500;
+
+  constructor(private readonly deps: KafkaRunnerDeps<V, S>) {
+    const { processor, connection, options } = deps;
+    this.groupId = connection.groupId(processor.name);
+    this.headers = { [STAGE_GROUP_HEADER]: this.groupId };
+    this.input = processor.input;
+    this.changelog = processor.store?.changelog;
+    this.logger = options.logger.child({ stage: processor.name, group: this.groupId });
+    this.now = options.now ?? Date.now;
+  }
+
+  /** Joins the group; resolves once the consumer runs (partitions are prepared in the background). */
+  async start(): Promise<void> {
+    this.stopping = false;
+    await this.startConsumer();
+    const every = this.deps.options.lagIntervalMs ?? 10_000;
+    this.lagTimer = setInterval(() => void this.refreshLag().catch(() => undefined), every);
+    this.lagTimer.unref();
+  }
+
+  /** Finishes the batches in flight, leaves the group, closes the producers. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    clearInterval(this.lagTimer);
+    await this.restarting;
+    await this.consumer?.stop();
+    this.consumer = undefined;
+    await this.closeTasks();
+  }
+
+  /** Partitions this member owns and has prepared (tests, diagnostics). */
+  readyPartitions(): number[] {
+    return [...this.tasks.values()].filter((t) => t.phase === 'ready').map((t) => t.partition);
+  }
+
+  private async startConsumer(): Promise<void> {
+    const consumer = new GroupConsumer(this.deps.connection, {
+      groupId: this.groupId,
+      topics: this.changelog ? [this.input, this.changelog] : [this.input],
+      coPartitioned: this.changelog !== undefined,
+      partitionsConsumedConcurrently: this.deps.options.partitionsConsumedConcurrently ?? 3,
+      onAssigned: (assignment, memberId) => this.onAssigned(assignment, memberId),
+      onBatch: (batch) => this.onBatch(batch),
+      onPosition: (topic, partition, next) => {
+        if (topic === this.changelog) this.advanceRestore(partition, next);
+      },
+      onCrash: (err) => this.logger.warn({ err: err.message }, 'consumer crashed; it rejoins the group'),
+    });
+    this.consumer = consumer;
+    await consumer.start();
+  }
+
+  // ---- assignment: fence, restore, re-read the committed offset, resume ---------------------------------------
+
+  private onAssigned(assignment: Assignment, memberId: string): void {
+    kafkaRebalances.inc({ group: this.groupId });
+    const partitions = [...(assignment.get(this.input) ?? [])].sort((a, b) => a - b);
+    this.logger.info({ member: memberId, partitions }, 'partitions assigned');
+    const previous = this.tasks;
+    this.tasks = new Map();
+    for (const t of previous.values()) {
+      t.phase = 'closed';
+      t.onRestoreProgress?.();
+      void t.producer.close();
+      if (!partitions.includes(t.partition)) consumerLag.remove({ stage: this.deps.processor.name, topic: this.input, partition: String(t.partition) });
+    }
+    const store = this.deps.processor.store;
+    for (const p of partitions) {
+      this.tasks.set(p, {
+        partition: p,
+        producer: new TransactionalProducer(this.deps.connection, `${this.groupId}-${this.input}-${p}`),
+        store: store ? new PartitionStore<S>(store.retentionMs) : undefined,
+        phase: 'preparing',
+        changelogPos: 0n,
+        restoreTarget: undefined,
+        restored: 0,
+        assignedAt: Date.now(),
+      });
+    }
+    // Nothing of an input partition is processed before it is prepared; its changelog partition is read meanwhile.
+    this.consumer?.pause(this.input, partitions);
+    if (this.changelog) this.consumer?.resume(this.changelog, partitions);
+    for (const task of this.tasks.values()) void this.prepare(task);
+  }
+
+  private async prepare(task: PartitionTask<S>): Promise<void> {
+    let delay = 200;
+    while (task.phase === 'preparing' && !this.stopping) {
+      try {
+        await task.producer.init();
+        if (task.store && this.changelog) {
+          const end = (await this.deps.admin.endOffsets(this.changelog)).get(task.partition);
+          if (!end) throw new Error(`changelog ${this.changelog} has no partition ${task.partition} (co-partitioning broken)`);
+          if (task.changelogPos < end.low) task.changelogPos = end.low;
+          task.restoreTarget = end.high;
+          await this.restored(task);
+          if (task.phase !== 'preparing') return;
+        }
+        const committed = (await this.deps.admin.committedOffsets(this.groupId, this.input)).get(task.partition) ?? null;
+        if (task.phase !== 'preparing') return;
+        if (committed !== null) this.consumer?.seek(this.input, task.partition, committed);
+        if (this.changelog) this.consumer?.pause(this.changelog, [task.partition]);
+        task.phase = 'ready';
+        this.consumer?.resume(this.input, [task.partition]);
+        if (task.store) {
+          stateStoreRestoreDuration.observe({ store: this.deps.processor.store!.name }, (Date.now() - task.assignedAt) / 1000);
+        }
+        this.logger.debug({ partition: task.partition, restored: task.restored, entries: task.store?.size, committed: committed?.toString() }, 'partition ready');
+        return;
+      } catch (err) {
+        if (task.phase !== 'preparing') return;
+        this.logger.warn({ err: (err as Error).message, partition: task.partition }, 'preparing partition failed; retrying');
+        await task.producer.close();
+        await sleep(delay);
+        delay = Math.min(delay * 2, 5_000);
+        if (task.phase === 'preparing') task.producer = new TransactionalProducer(this.deps.connection, task.producer.transactionalId);
+      }
+    }
+  }
+
+  /** Resolves once the store holds the changelog up to its target (or the task was closed). */
+  private restored(task: PartitionTask<S>): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (task.phase !== 'preparing' || (task.restoreTarget !== undefined && task.changelogPos >= task.restoreTarget)) {
+          task.onRestoreProgress = undefined;
+          resolve();
+        }
+      };
+      task.onRestoreProgress = check;
+      check();
+    });
+  }
+
+  private advanceRestore(partition: number, next: bigint): void {
+    const task = this.tasks.get(partition);
+    if (!task || task.phase !== 'preparing') return;
+    if (next > task.changelogPos) task.changelogPos = next;
+    task.onRestoreProgress?.();
+  }
+
+  private async restoreBatch(batch: ConsumedBatch): Promise<void> {
+    const task = this.tasks.get(batch.partition);
+    const last = batch.records.at(-1);
+    // NOTE: a changelog batch of a ready partition holds this member's own writes (fetched just before the pause):
+    // the store has them already, and applying them late could undo a newer write. Skip it.
+    if (task && task.phase === 'preparing' && task.store && !batch.isStale()) {
+      const now = this.now();
+      const before = task.restored;
+      for (const r of batch.records) {
+        if (r.offset < task.changelogPos) continue;
+        // Only what this stage (group) wrote is its state: another deployment on the cluster (another group prefix)
+        // may share the changelog topic.
+        if (r.headers[STAGE_GROUP_HEADER] !== this.groupId) continue;
+        task.store.restore(r.key, await this.decodeState(r), r.timestamp, now);
+        task.restored++;
+      }
+      stateStoreRestored.inc({ store: this.deps.processor.store!.name }, task.restored - before);
+    }
+    if (last) {
+      batch.resolve(last.offset);
+      this.advanceRestore(batch.partition, last.offset + 1n);
+    }
+  }
+
+  private async decodeState(r: ConsumedRecord): Promise<S | null> {
+    if (r.value === null) return null;
+    try {
+      return (await this.deps.serde.decode(this.changelog!, r.value)) as S;
+    } catch (err) {
+      if (!(err instanceof UndecodableRecordError)) throw err;
+      // A state record nobody can read is no state: the key counts as absent (logged; never written by this runtime).
+      this.logger.error({ err: err.message, key: r.key, offset: r.offset.toString() }, 'undecodable changelog record skipped');
+      return null;
+    }
+  }
+
+  // ---- processing ------------------------------------------------------------------------------------------------
+
+  private async onBatch(batch: ConsumedBatch): Promise<void> {
+    if (batch.topic === this.changelog) return this.restoreBatch(batch);
+    const task = this.tasks.get(batch.partition);
+    // Not prepared yet (or being replaced): the records are fetched again once the partition is resumed.
+    if (!task || task.phase !== 'ready' || this.restarting || this.stopping || batch.isStale()) return;
+    const size = this.deps.options.maxBatchRecords ?? 500;
+    for (let i = 0; i < batch.records.length; i += size) {
+      if (task.phase !== 'ready' || this.restarting || !batch.isRunning()) return;
+      const chunk = batch.records.slice(i, i + size);
+      try {
+        await this.commitChunk(task, chunk, batch.highWatermark);
+      } catch (err) {
+        if (err instanceof TransientError) {
+          // Nothing was sent: the chunk is fetched and processed again after a pause.
+          this.logger.warn({ err: err.message, partition: task.partition }, 'batch postponed');
+          await sleep(500);
+          return;
+        }
+        this.logger.error({ err: (err as Error).message, partition: task.partition }, 'transaction failed; rejoining the group');
+        this.restart();
+        return;
+      }
+      batch.resolve(chunk.at(-1)!.offset);
+      if (i + size < batch.records.length) {
+        try {
+          await batch.heartbeat();
+        } catch {
+          return; // the group is rebalancing: the rest of the batch goes to whoever gets the partition
+        }
+      }
+    }
+  }
+
+  /** Processes records and commits outputs + dead letters + state changes + offset in one transaction. */
+  private async commitChunk(task: PartitionTask<S>, chunk: readonly ConsumedRecord[], highWatermark: bigint): Promise<void> {
+    const { processor } = this.deps;
+    const end = stageBatchDuration.startTimer({ stage: processor.name });
+    const tx = task.store?.begin();
+    const outputs = new Map<TopicName, OutgoingRecord[]>();
+    const counts: Array<[Outcome['type'], string]> = [];
+    for (const record of chunk) {
+      const handled = await this.handle(task, record, tx);
+      for (const o of handled.outputs) {
+        const list = outputs.get(o.topic);
+        if (list) list.push(o.record);
+        else outputs.set(o.topic, [o.record]);
+      }
+      counts.push([handled.outcome.type, handled.outcome.type === 'ok' ? '' : handled.outcome.reason]);
+    }
+    let evicted = 0;
+    if (tx && task.store) {
+      for (const key of task.store.expired(this.now(), this.deps.options.maxEvictionsPerBatch ?? 1_000)) {
+        if (tx.has(key)) continue;
+        tx.delete(key);
+        evicted++;
+      }
+      const changes: OutgoingRecord[] = [];
+      for (const [key, value] of tx.changes()) {
+        changes.push({ key, value: value === null ? null : this.deps.serde.encode(this.changelog!, value), partition: task.partition, headers: this.headers });
+      }
+      if (changes.length > 0) outputs.set(this.changelog!, changes);
+    }
+    const last = chunk.at(-1)!.offset;
+    const produced = kafkaProduceDuration.startTimer({ producer: processor.name });
+    await task.producer.run(async (t) => {
+      await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
+      await t.sendOffset(this.groupId, this.input, task.partition, last + 1n);
+    });
+    produced();
+    if (tx && task.store) task.store.apply(tx, this.now());
+    end();
+    for (const [outcome, reason] of counts) stageRecords.inc({ stage: processor.name, outcome, reason });
+    if (evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, evicted);
+    const lag = highWatermark - (last + 1n);
+    consumerLag.set({ stage: processor.name, topic: this.input, partition: String(task.partition) }, Number(lag > 0n ? lag : 0n));
+  }
+
+  /** One record: decode, process (retried on a fresh store fork), encode its outputs; or its dead letter. */
+  private async handle(task: PartitionTask<S>, record: ConsumedRecord, tx: StoreTransaction<S> | undefined): Promise<Handled> {
+    const { processor, serde } = this.deps;
+    let value: unknown;
+    try {
+      if (record.value === null) return this.deadLetter(task, record, null, { type: 'dlq', reason: 'empty_value' });
+      value = await serde.decode(this.input, record.value);
+    } catch (err) {
+      if (err instanceof UndecodableRecordError) {
+        const raw = { undecodable_base64: record.value!.toString('base64') };
+        return this.deadLetter(task, record, raw, { type: 'dlq', reason: 'undecodable', error: err.message });
+      }
+      throw new TransientError(`schema registry: ${(err as Error).message}`);
+    }
+    const input: InputRecord<V> = {
+      topic: this.input,
+      partition: task.partition,
+      offset: record.offset.toString(),
+      key: record.key,
+      value: value as V,
+      timestamp: record.timestamp,
+    };
+    let lastError: unknown;
+    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+      const fork = tx?.fork();
+      let outcome: Outcome;
+      try {
+        outcome = await processor.process(input, { sql: this.deps.sql, now: this.now, store: fork ?? noStore<S>() });
+      } catch (err) {
+        lastError = err;
+        continue;
+      }
+      let outputs: Handled['outputs'];
+      try {
+        outputs =
+          outcome.type === 'ok'
+            ? outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers } }))
+            : [];
+      } catch (err) {
+        return this.deadLetter(task, record, value, { type: 'dlq', reason: 'unencodable_output', error: (err as Error).message });
+      }
+      if (fork) tx!.merge(fork);
+      if (outcome.type === 'dlq') return this.deadLetter(task, record, value, outcome);
+      return { outcome, outputs };
+    }
+    // NOTE: a record is poison only if the database works: when the database fails, every record fails, and
+    // dead-lettering would throw good records away. Then the batch waits and is retried.
+    try {
+      await this.deps.sql.query('SELECT 1');
+    } catch (err) {
+      throw new TransientError(`database: ${(err as Error).message}`);
+    }
+    return this.deadLetter(task, record, value, { type: 'dlq', reason: 'processing_failed', error: (lastError as Error)?.message });
+  }
+
+  private deadLetter(task: PartitionTask<S>, record: ConsumedRecord, value: unknown, outcome: Extract<Outcome, { type: 'dlq' }>): Handled {
+    const letter: DeadLetter = {
+      stage: this.deps.processor.name,
+      reason: outcome.reason,
+      error: outcome.error ?? null,
+      source_topic: this.input,
+      source_partition: task.partition,
+      source_offset: record.offset.toString(),
+      key: record.key,
+      value,
+      failed_at: this.now(),
+    };
+    return {
+      outcome,
+      outputs: [{ topic: Topics.eventsDlq, record: { key: record.key, value: this.deps.serde.encode(Topics.eventsDlq, letter), headers: this.headers } }],
+    };
+  }
+
+  // ---- failures, lag, shutdown -----------------------------------------------------------------------------------
+
+  /** Leaves the group and joins again: every partition is prepared again from the committed state. */
+  private restart(): void {
+    if (this.restarting || this.stopping) return;
+    this.restarting = (async () => {
+      // The current fetch round (this batch included) must end before the consumer can stop: not awaited here.
+      await sleep(0);
+      try {
+        await this.consumer?.stop();
+      } catch (err) {
+        this.logger.warn({ err: (err as Error).message }, 'leaving the group failed');
+      }
+      this.consumer = undefined;
+      await this.closeTasks();
+      while (!this.stopping) {
+        await sleep(this.restartDelay);
+        try {
+          await this.startConsumer();
+          this.restartDelay = 500;
+          break;
+        } catch (err) {
+          this.restartDelay = Math.min(this.restartDelay * 2, 5_000);
+          this.logger.warn({ err: (err as Error).message }, 'rejoining the group failed; retrying');
+          const failed = this.consumer as GroupConsumer | undefined;
+          this.consumer = undefined;
+          await failed?.stop().catch(() => undefined);
+        }
+      }
+    })().finally(() => {
+      this.restarting = undefined;
+    });
+  }
+
+  private async closeTasks(): Promise<void> {
+    const tasks = [...this.tasks.values()];
+    this.tasks = new Map();
+    for (const t of tasks) {
+      t.phase = 'closed';
+      t.onRestoreProgress?.();
+    }
+    await Promise.all(tasks.map((t) => t.producer.close()));
+  }
+
+  /** Lag of the owned partitions from the broker: end offset minus the group's committed offset. */
+  private async refreshLag(): Promise<void> {
+    const owned = [...this.tasks.values()].filter((t) => t.phase === 'ready').map((t) => t.partition);
+    if (owned.length === 0) return;
+    const [ends, committed] = await Promise.all([
+      this.deps.admin.endOffsets(this.input),
+      this.deps.admin.committedOffsets(this.groupId, this.input),
+    ]);
+    for (const p of owned) {
+      const end = ends.get(p);
+      if (!end) continue;
+      const at = committed.get(p) ?? end.low;
+      const lag = end.high - at;
+      consumerLag.set({ stage: this.deps.processor.name, topic: this.input, partition: String(p) }, Number(lag > 0n ? lag : 0n));
+    }
+  }
+}
+
+function noStore<S>(): KeyValueStore<S> {
+  return {
+    get: () => Promise.reject(new Error('this stage has no state store')),
+    put: () => Promise.reject(new Error('this stage has no state store')),
+  };
+}

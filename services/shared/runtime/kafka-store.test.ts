@@ -1,0 +1,88 @@
+/** The Kafka runtime's per-partition store: restore, transactions and forks, retention and what it owes tombstones. */
+import { describe, expect, it } from 'vitest';
+import { PartitionStore } from './kafka-store.js';
+
+const HOUR = 3600_000;
+
+describe('PartitionStore', () => {
+  it('restores the changelog: the last record of a key wins, a tombstone removes it', () => {
+    const s = new PartitionStore<number>(undefined);
+    s.restore('a', 1, 0, 10);
+    s.restore('b', 2, 1, 10);
+    s.restore('a', 3, 2, 10);
+    s.restore('b', null, 3, 10);
+    expect(s.read('a')).toBe(3);
+    expect(s.read('b')).toBeUndefined();
+    expect(s.size).toBe(1);
+  });
+
+  it('shows a transaction its own writes at once and the store only after apply', async () => {
+    const s = new PartitionStore<string>(undefined);
+    s.restore('k', 'old', 0, 0);
+    const tx = s.begin();
+    await tx.put('k', 'new');
+    tx.delete('gone');
+    expect(await tx.get('k')).toBe('new');
+    expect(s.read('k')).toBe('old');
+    s.apply(tx, 5);
+    expect(s.read('k')).toBe('new');
+    expect([...tx.changes()]).toEqual([['k', 'new'], ['gone', null]]);
+  });
+
+  it('drops a failed record: writes of a fork reach the batch only when merged', async () => {
+    const s = new PartitionStore<string>(undefined);
+    const tx = s.begin();
+    const failed = tx.fork();
+    await failed.put('x', 'half-done');
+    expect(await tx.get('x')).toBeUndefined();
+    const retried = tx.fork();
+    await retried.put('x', 'done');
+    expect(await retried.get('x')).toBe('done');
+    tx.merge(retried);
+    expect(await tx.get('x')).toBe('done');
+  });
+
+  it('names the keys not written for the retention, oldest first, with a limit', () => {
+    const s = new PartitionStore<number>(HOUR);
+    const tx = s.begin();
+    void tx.put('first', 1);
+    s.apply(tx, 1_000);
+    const tx2 = s.begin();
+    void tx2.put('second', 2);
+    s.apply(tx2, 2_000);
+    expect(s.expired(1_000 + HOUR - 1, 10)).toEqual([]);
+    expect(s.expired(2_000 + HOUR, 10)).toEqual(['first', 'second']);
+    expect(s.expired(2_000 + HOUR, 1)).toEqual(['first']);
+    // A rewrite moves the key to the end and renews it.
+    const tx3 = s.begin();
+    void tx3.put('first', 3);
+    s.apply(tx3, 3_000);
+    expect(s.expired(2_000 + HOUR, 10)).toEqual(['second']);
+  });
+
+  it('does not load entries already expired when restored, but still owes them a tombstone', () => {
+    const now = 10 * HOUR;
+    const s = new PartitionStore<number>(HOUR);
+    s.restore('stale', 1, now - 2 * HOUR, now);
+    s.restore('fresh', 2, now - 1_000, now);
+    s.restore('stale-then-tombstoned', 3, now - 2 * HOUR, now);
+    s.restore('stale-then-tombstoned', null, now - 2 * HOUR, now);
+    expect(s.read('stale')).toBeUndefined();
+    expect(s.size).toBe(1);
+    expect(s.expired(now, 10)).toEqual(['stale']);
+    const tx = s.begin();
+    tx.delete('stale');
+    s.apply(tx, now);
+    expect(s.expired(now, 10)).toEqual([]);
+  });
+
+  it.each([
+    ['no retention', undefined],
+    ['a retention', HOUR],
+  ])('bad input: a tombstone for an unknown key is harmless (%s)', (_name, retention) => {
+    const s = new PartitionStore<number>(retention);
+    s.restore('never-seen', null, 0, 0);
+    expect(s.size).toBe(0);
+    expect(s.expired(Date.now(), 10)).toEqual([]);
+  });
+});

@@ -1,0 +1,118 @@
+/**
+ * A stage's state store for ONE input partition on the Kafka runtime: an in-memory map, restored from the
+ * partition of its compacted changelog (co-partitioned with the input) when the partition is assigned, and changed
+ * only through a StoreTransaction whose writes reach the map after the Kafka transaction that carried them (as
+ * changelog records) committed. So the map is always the changelog's committed state.
+ *
+ * Bounded: with a retention, entries not written for that long are evicted, and the runtime writes a tombstone for
+ * each (also for those already expired when the changelog was restored), so the changelog shrinks by compaction too. Entries are kept in write order (a write moves its key to the
+ * end), so finding the expired ones looks only at the oldest.
+ */
+import type { KeyValueStore } from './types.js';
+
+interface Entry<S> {
+  readonly value: S;
+  /** Epoch ms of the write (the changelog record's timestamp when restored). */
+  readonly writtenAt: number;
+}
+
+export class PartitionStore<S> {
+  private readonly entries = new Map<string, Entry<S>>();
+  /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
+  private readonly expiredAtRestore = new Set<string>();
+
+  constructor(readonly retentionMs: number | undefined) {}
+
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** Applies one changelog record while restoring (null: a tombstone). Already expired entries are not loaded. */
+  restore(key: string, value: S | null, writtenAt: number, now: number): void {
+    this.entries.delete(key);
+    this.expiredAtRestore.delete(key);
+    if (value === null) return;
+    if (this.retentionMs !== undefined && now - writtenAt >= this.retentionMs) {
+      this.expiredAtRestore.add(key);
+      return;
+    }
+    this.entries.set(key, { value, writtenAt });
+  }
+
+  read(key: string): S | undefined {
+    return this.entries.get(key)?.value;
+  }
+
+  /** Keys not written for the retention (those found expired when restoring first, then the oldest), at most `limit`. */
+  expired(now: number, limit: number): string[] {
+    if (this.retentionMs === undefined) return [];
+    const out: string[] = [];
+    for (const key of this.expiredAtRestore) {
+      if (out.length >= limit) return out;
+      out.push(key);
+    }
+    for (const [key, e] of this.entries) {
+      if (now - e.writtenAt < this.retentionMs || out.length >= limit) break;
+      out.push(key);
+    }
+    return out;
+  }
+
+  begin(): StoreTransaction<S> {
+    return new StoreTransaction<S>((key) => this.read(key));
+  }
+
+  /** Applies a committed transaction's writes. */
+  apply(tx: StoreTransaction<S>, now: number): void {
+    for (const [key, value] of tx.changes()) {
+      this.entries.delete(key);
+      this.expiredAtRestore.delete(key);
+      if (value !== null) this.entries.set(key, { value, writtenAt: now });
+    }
+  }
+}
+
+/**
+ * The writes of one batch (or of one record inside it: fork/merge), visible to its own reads at once. A record whose
+ * processing throws is retried on a fresh fork, so a half-processed record leaves no writes behind.
+ */
+export class StoreTransaction<S> implements KeyValueStore<S> {
+  private readonly writes = new Map<string, S | null>();
+
+  constructor(private readonly base: (key: string) => S | undefined) {}
+
+  async get(key: string): Promise<S | undefined> {
+    return this.lookup(key);
+  }
+
+  async put(key: string, value: S): Promise<void> {
+    this.writes.set(key, value);
+  }
+
+  /** Removes a key (a tombstone on the changelog). */
+  delete(key: string): void {
+    this.writes.set(key, null);
+  }
+
+  has(key: string): boolean {
+    return this.writes.has(key);
+  }
+
+  private lookup(key: string): S | undefined {
+    if (this.writes.has(key)) return this.writes.get(key) ?? undefined;
+    return this.base(key);
+  }
+
+  fork(): StoreTransaction<S> {
+    return new StoreTransaction<S>((key) => this.lookup(key));
+  }
+
+  /** Takes over a fork's writes. */
+  merge(child: StoreTransaction<S>): void {
+    for (const [key, value] of child.changes()) this.writes.set(key, value);
+  }
+
+  changes(): IterableIterator<[string, S | null]> {
+    return this.writes.entries();
+  }
+}

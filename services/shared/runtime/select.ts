@@ -1,0 +1,134 @@
+/**
+ * Picks the runtime that drives the pipeline's processors, from configuration alone: the embedded default (the log
+ * and the stages in the process's own database) or Kafka (KAFKA_BROKERS + SCHEMA_REGISTRY_URL + DATABASE_URL).
+ * service.ts composes everything else the same way for both.
+ *
+ * On Kafka each stage runs where SERVICE_ROLE says (`dedupe`, `enrich`, `forwarder`; `all` runs every role), one
+ * consumer group per stage, so N processes with the same role share the stage's partitions.
+ */
+import type { PlatformSide } from '../../forwarder/platform.js';
+import { KafkaConversionIntake } from '../../forwarder/kafka-intake.js';
+import type { AnyProcessor } from '../../pipeline.js';
+import type { Config, ServiceRole } from '../config.js';
+import type { Db } from '../db/db.js';
+import { KafkaAdmin } from '../kafka/admin.js';
+import { KafkaConnection } from '../kafka/client.js';
+import { AvroSerde } from '../kafka/serde.js';
+import type { Logger } from '../logger.js';
+import { TOPIC_SPECS } from '../topics.js';
+import { EmbeddedLog } from './embedded-log.js';
+import { EmbeddedStageRunner } from './embedded-runner.js';
+import { KafkaStageRunner } from './kafka-runner.js';
+import { DeadLetterRelay } from './kafka-dlq-relay.js';
+import { KafkaEventLog } from './kafka-log.js';
+import type { EventLogProducer } from './log.js';
+
+export interface StageRunner {
+  start(): void | Promise<void>;
+  stop(): Promise<void>;
+}
+
+export interface PipelineRuntime {
+  readonly kind: 'embedded' | 'kafka';
+  /** What the gateway appends to (on Kafka: undefined when this process does not run the gateway role). */
+  readonly producer: EventLogProducer | undefined;
+  /** The log in the database: the embedded runtime's topics; on Kafka only the forwarder's dead-letter outbox. */
+  readonly log: EmbeddedLog;
+  readonly runners: readonly StageRunner[];
+  /** Starts the stages (and, on Kafka, the forwarder's intake and dead-letter relay); `platform` is not started yet. */
+  start(platform: PlatformSide): Promise<void>;
+  /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
+  closeProducer(): Promise<void>;
+  /** Stops the stages (batches in flight finish) and disconnects. */
+  close(): Promise<void>;
+}
+
+const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === 'all' || roles.includes(role);
+
+export interface RuntimeDeps {
+  readonly config: Config;
+  readonly db: Db;
+  readonly logger: Logger;
+  readonly stages: () => AnyProcessor[];
+}
+
+export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
+  return deps.config.kafka ? openKafkaRuntime(deps, deps.config.kafka) : openEmbeddedRuntime(deps);
+}
+
+function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): PipelineRuntime {
+  const log = new EmbeddedLog(db);
+  // One process holds the whole embedded pipeline: any stage role runs every stage.
+  const runners = runs(config.role, 'dedupe', 'enrich', 'forwarder')
+    ? stages().map((p) => new EmbeddedStageRunner(db, log, p, { logger: logger.child({ stage: p.name }) }))
+    : [];
+  return {
+    kind: 'embedded',
+    producer: log,
+    log,
+    runners,
+    async start() {
+      for (const r of runners) r.start();
+    },
+    closeProducer: () => log.close(),
+    async close() {
+      await Promise.all(runners.map((r) => r.stop()));
+    },
+  };
+}
+
+async function openKafkaRuntime(
+  { config, db, logger, stages }: RuntimeDeps,
+  kafka: NonNullable<Config['kafka']>,
+): Promise<PipelineRuntime> {
+  if (db.kind !== 'postgres') throw new Error('the Kafka runtime keeps its state in Postgres: set DATABASE_URL');
+  const log = logger.child({ runtime: 'kafka' });
+  const connection = new KafkaConnection(
+    { brokers: kafka.brokers, groupPrefix: kafka.groupPrefix, sessionTimeoutMs: kafka.sessionTimeoutMs },
+    log,
+  );
+  const admin = new KafkaAdmin(connection);
+  const created = await admin.ensureTopics(TOPIC_SPECS);
+  if (created.length > 0) log.info({ topics: created }, 'created topics');
+  const serde = await AvroSerde.connect(kafka.schemaRegistryUrl, log);
+
+  const gateway = runs(config.role, 'gateway') ? new KafkaEventLog(connection, serde, admin, log) : undefined;
+  const runners: StageRunner[] = stages()
+    .filter((p) => runs(config.role, p.name as ServiceRole))
+    .map(
+      (processor) =>
+        new KafkaStageRunner({ connection, serde, admin, sql: db, processor, options: { logger: log } }) as StageRunner,
+    );
+  const forwarder = runs(config.role, 'forwarder');
+  let intake: KafkaConversionIntake | undefined;
+  const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
+  const embeddedLog = new EmbeddedLog(db);
+
+  return {
+    kind: 'kafka',
+    producer: gateway,
+    log: embeddedLog,
+    runners,
+    async start(platform) {
+      for (const r of runners) await r.start();
+      if (forwarder) {
+        // NOTE: the platform side builds its intake over the embedded log; on Kafka conversions.ready is a Kafka topic
+        // and KafkaConversionIntake files it instead. Stopping the embedded intake before platform.start() makes
+        // that start a no-op for it (its sender, refresher and routes run as usual).
+        await platform.intake?.stop();
+        intake = new KafkaConversionIntake({ connection, serde, db, logger: log, onQueued: () => platform.sender?.wake() });
+        await intake.start();
+        relay?.start();
+      }
+    },
+    async closeProducer() {
+      await gateway?.close();
+    },
+    async close() {
+      await Promise.all(runners.map((r) => r.stop()));
+      await intake?.stop();
+      await relay?.stop();
+      await admin.close();
+    },
+  };
+}

@@ -1,0 +1,80 @@
+/**
+ * The roles as separate services on Kafka: two gateway replicas (SERVICE_ROLE=gateway) behind the same workspace, the
+ * admin API in a console process, dedupe in a process of its own. Both replicas write the workspace's events to
+ * events.raw keyed `workspace:idempotency-key` (so a key's events share a partition whichever replica took them), and
+ * the same key sent to both replicas passes dedupe once.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventEnvelope } from '../../services/shared/envelope.js';
+import { STAGE_GROUP_HEADER } from '../../services/shared/runtime/kafka-runner.js';
+import { Topics } from '../../services/shared/topics.js';
+import { adminClient } from '../helpers/admin-client.js';
+import { webEvent } from '../helpers/factories.js';
+import { freshDatabase, infraEnv, kafkaKit, tally, waitFor, type KafkaKit } from '../helpers/infra.js';
+import { TEST_ADMIN_TOKEN } from '../helpers/service-process.js';
+import { killAll, startKafkaService } from './fixtures/processes.js';
+
+let kit: KafkaKit;
+let database: Awaited<ReturnType<typeof freshDatabase>>;
+
+beforeAll(async () => {
+  kit = await kafkaKit(infraEnv());
+  database = await freshDatabase(infraEnv().DATABASE_URL);
+});
+afterAll(async () => {
+  await killAll();
+  await kit?.close();
+  await database?.drop();
+});
+
+describe('two gateway replicas, roles in separate processes', () => {
+  it('takes the same workspace on both replicas; each key lands on one partition and passes dedupe once', async () => {
+    const prefix = `${kit.groupPrefix}gw-`;
+    await kit.startGroupsAtEnd([{ groupId: `${prefix}dedupe`, topic: Topics.eventsRaw }]);
+    const fromRaw = await kit.ends(Topics.eventsRaw);
+    const fromDeduped = await kit.ends(Topics.eventsDeduped);
+    const start = (role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
+    const [console_, g1, g2, dedupe] = await Promise.all([start('console'), start('gateway'), start('gateway'), start('dedupe')]);
+
+    // Each process serves only its role.
+    expect((await fetch(`${g1.url}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${TEST_ADMIN_TOKEN}` } })).status).toBe(404);
+    expect((await fetch(`${console_.url}/v1/events`, { method: 'POST' })).status).toBe(404);
+    const admin = adminClient(console_.url, TEST_ADMIN_TOKEN);
+    const ws = (await admin.createWorkspace('replicas')).id;
+    const key = (await admin.createKey(ws, 'live')).key;
+
+    const post = async (url: string, idem: string): Promise<number> => {
+      const r = await fetch(`${url}/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify([webEvent({ event_metadata: { idempotency_key: idem } })]),
+      });
+      await r.arrayBuffer();
+      return r.status;
+    };
+    const keys = Array.from({ length: 60 }, (_, i) => `g-${i}`);
+    // Every key to both replicas at the same time, and every third key once more to the first.
+    const statuses = await Promise.all(keys.flatMap((k, i) => [post(g1.url, k), post(g2.url, k), ...(i % 3 === 0 ? [post(g1.url, k)] : [])]));
+    expect(new Set(statuses)).toEqual(new Set([202]));
+
+    const raw = (await kit.read<EventEnvelope>(Topics.eventsRaw, fromRaw)).filter((r) => r.value.workspace_id === ws);
+    expect(raw).toHaveLength(statuses.length);
+    const partitions = new Map<string, Set<number>>();
+    for (const r of raw) {
+      expect(r.key).toBe(`${ws}:${r.value.idempotency_key}`);
+      partitions.set(r.key, (partitions.get(r.key) ?? new Set()).add(r.partition));
+    }
+    expect([...partitions.values()].every((p) => p.size === 1)).toBe(true);
+    // Requests of both replicas: their request ids are distinct, so both gateways wrote each key.
+    expect(new Set(raw.map((r) => r.value.request_id)).size).toBe(statuses.length);
+
+    const written = await kit.ends(Topics.eventsRaw);
+    await waitFor('dedupe drained events.raw', () => kit.drained(`${prefix}dedupe`, Topics.eventsRaw, written), 60_000, 200);
+    const deduped = (await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped)).filter(
+      (r) => r.value.workspace_id === ws && r.headers[STAGE_GROUP_HEADER] === `${prefix}dedupe`,
+    );
+    expect(tally(deduped.map((r) => r.value.idempotency_key!))).toEqual(new Map(keys.map((k) => [k, 1])));
+
+    for (const p of [g1, g2, console_, dedupe]) expect(await p.stop()).toBe(0);
+  });
+});

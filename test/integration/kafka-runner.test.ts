@@ -1,0 +1,256 @@
+/**
+ * The Kafka stage runner on the real broker: exactly once across a consumer killed with SIGKILL in the middle of its
+ * work and a consumer added (rebalance), the dedupe store restored from its changelog by a new process, poison
+ * records dead-lettered with their reason, and the store bounded by its retention (evicted keys tombstoned).
+ * The stages run in child processes (fixtures/stage-process.mjs) where a test kills them; the topics are read
+ * read_committed, as the next stage reads them.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/processor.js';
+import type { EventEnvelope } from '../../services/shared/envelope.js';
+import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import { KafkaEventLog } from '../../services/shared/runtime/kafka-log.js';
+import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/shared/runtime/kafka-runner.js';
+import type { ReadRecord } from '../../services/shared/kafka/reader.js';
+import { drop, ok, type DeadLetter, type Processor } from '../../services/shared/runtime/types.js';
+import { Topics } from '../../services/shared/topics.js';
+import { webEvent } from '../helpers/factories.js';
+import { fromA, keyed } from '../helpers/envelopes.js';
+import { freshDatabase, infraEnv, kafkaKit, tally, uniqueId, waitFor, type KafkaKit } from '../helpers/infra.js';
+import { killAll, spawnStage } from './fixtures/processes.js';
+
+let kit: KafkaKit;
+let log: KafkaEventLog;
+let database: Awaited<ReturnType<typeof freshDatabase>>;
+
+beforeAll(async () => {
+  kit = await kafkaKit(infraEnv());
+  log = new KafkaEventLog(kit.connection, kit.serde, kit.admin, silentLogger);
+  database = await freshDatabase(infraEnv().DATABASE_URL);
+});
+afterEach(killAll);
+afterAll(async () => {
+  await killAll();
+  await log?.close();
+  await kit?.close();
+  await database?.drop();
+});
+
+/** Envelopes of one workspace with these idempotency keys (one request each, received now). */
+function envelopes(workspaceId: string, keys: readonly string[]): EventEnvelope[] {
+  return keys.flatMap((k) => fromA([webEvent({ event_metadata: { idempotency_key: k } })], { workspaceId, receivedAt: Date.now() }));
+}
+
+async function produce(list: readonly EventEnvelope[]): Promise<void> {
+  for (let i = 0; i < list.length; i += 200) {
+    await log.append(Topics.eventsRaw, list.slice(i, i + 200).map(keyed), Date.now() + 10_000);
+  }
+}
+
+/** The group has committed events.raw up to its end as it is now (after the test's records). */
+async function drainedNow(groupId: string): Promise<() => Promise<boolean>> {
+  const upTo = await kit.ends(Topics.eventsRaw);
+  return () => kit.drained(groupId, Topics.eventsRaw, upTo);
+}
+
+/** A group prefix of the test's own (each test's stage is a new consumer group, started at the end of the topics). */
+async function stageGroup(stage: string): Promise<{ prefix: string; groupId: string }> {
+  const prefix = `${kit.groupPrefix}${uniqueId('t')}-`;
+  const groupId = `${prefix}${stage}`;
+  await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+  return { prefix, groupId };
+}
+
+/** Idempotency keys of a workspace's records written by one stage (group): other groups may share the topic. */
+const keysOf = (records: ReadonlyArray<ReadRecord<EventEnvelope>>, ws: string, groupId: string): string[] =>
+  records.filter((r) => r.value.workspace_id === ws && r.headers[STAGE_GROUP_HEADER] === groupId).map((r) => r.value.idempotency_key!);
+
+describe('exactly once on Kafka', () => {
+  it('a consumer killed -9 mid-batch and a consumer added: every first-seen event once, no duplicate', async () => {
+    const ws = uniqueId('ws_kill');
+    const { prefix, groupId } = await stageGroup(DEDUPE_STAGE);
+    const fromDeduped = await kit.ends(Topics.eventsDeduped);
+    const unique = Array.from({ length: 1200 }, (_, i) => `k${i}`);
+    const repeats = unique.filter((_, i) => i % 3 === 0); // duplicates, later in the stream
+
+    const env = { ...infraEnv(), DATABASE_URL: database.url };
+    // Slow processors (4 ms per record) committing every 50 records: the kill lands between and inside transactions.
+    const slow = { DELAY_MS: '4', DELAY_WORKSPACE: ws, BATCH: '50' };
+    const a = spawnStage(env, prefix, slow);
+    const b = spawnStage(env, prefix, slow);
+    await waitFor('both consumers own partitions', async () => a.status().ready.length > 0 && b.status().ready.length > 0, 60_000);
+    // First wave: 800 keys and duplicates of some of them.
+    await produce(envelopes(ws, [...unique.slice(0, 500), ...repeats.slice(0, 100), ...unique.slice(500, 800), ...repeats.slice(100, 200)]));
+    await waitFor('A is processing', async () => a.status().records >= 100, 60_000, 20);
+    const aPartitions = a.status().ready;
+    await a.kill();
+    // A died with work left: some of its partitions are not fully committed.
+    const [ends, committed] = await Promise.all([kit.admin.endOffsets(Topics.eventsRaw), kit.admin.committedOffsets(groupId, Topics.eventsRaw)]);
+    expect(aPartitions.some((p) => (committed.get(p) ?? -1n) < ends.get(p)!.high)).toBe(true);
+    // A consumer added while A's partitions are still held by its dead session: a rebalance in mid-stream.
+    const c = spawnStage(env, prefix, slow);
+    await waitFor('C owns partitions', async () => c.status().ready.length > 0, 60_000);
+    // Second wave, spread over all partitions: new keys and duplicates of both waves.
+    await produce(envelopes(ws, [...unique.slice(800), ...repeats.slice(200), ...unique.slice(0, 50)]));
+
+    await waitFor('the stage drained events.raw', await drainedNow(groupId), 90_000, 250).catch((err: Error) => {
+      throw new Error(`${err.message}\n--- B:\n${b.output().slice(-3000)}\n--- C:\n${c.output().slice(-3000)}`);
+    });
+    const out = await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped);
+    const keys = keysOf(out, ws, groupId);
+    const counts = tally(keys);
+    expect([...counts].filter(([, n]) => n > 1)).toEqual([]);
+    expect(new Set(keys)).toEqual(new Set(unique));
+    expect(keys).toHaveLength(unique.length);
+    // C processed part of the stream after the rebalance.
+    expect(c.status().records).toBeGreaterThan(0);
+    expect(await b.stop()).toBe(0);
+    expect(await c.stop()).toBe(0);
+  });
+
+  it('a new process restores the dedupe store from the changelog before processing: earlier keys stay duplicates', async () => {
+    const ws = uniqueId('ws_restore');
+    const { prefix, groupId } = await stageGroup(DEDUPE_STAGE);
+    const fromDeduped = await kit.ends(Topics.eventsDeduped);
+    const fromState = await kit.ends(Topics.dedupeState);
+    const first = Array.from({ length: 60 }, (_, i) => `r${i}`);
+    await produce(envelopes(ws, first));
+    const env = { ...infraEnv(), DATABASE_URL: database.url };
+    const a = spawnStage(env, prefix);
+    await waitFor('A drained events.raw', await drainedNow(groupId), 60_000, 200);
+    expect(await a.stop()).toBe(0);
+
+    const later = Array.from({ length: 25 }, (_, i) => `n${i}`);
+    await produce(envelopes(ws, [...first, ...later]));
+    const b = spawnStage(env, prefix);
+    await waitFor('B drained events.raw', await drainedNow(groupId), 60_000, 200);
+    expect(b.status().restored).toBeGreaterThanOrEqual(first.length);
+
+    const keys = keysOf(await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped), ws, groupId);
+    expect(keys.sort()).toEqual([...first, ...later].sort());
+    // The changelog holds one first-seen marker per key, on the partition of the key's events.
+    const state = (await kit.read<{ v: number; live?: { first_seen: number } }>(Topics.dedupeState, fromState)).filter(
+      (r) => r.key.startsWith(`${ws}:`) && r.headers[STAGE_GROUP_HEADER] === groupId,
+    );
+    expect(new Set(state.map((r) => r.key))).toEqual(new Set([...first, ...later].map((k) => `${ws}:${k}`)));
+    for (const r of state) expect(r.value).toMatchObject({ v: 1, live: { first_seen: expect.any(Number) } });
+    expect(await b.stop()).toBe(0);
+  });
+});
+
+describe('failures inside a stage (in-process runner)', () => {
+  let runner: KafkaStageRunner<unknown, unknown> | undefined;
+  afterAll(async () => {
+    await runner?.stop();
+  });
+
+  it('dead-letters a record that always throws and an undecodable one, with the reason; the rest passes', async () => {
+    const ws = uniqueId('ws_poison');
+    const name = uniqueId('poison-');
+    const inner = createDedupeProcessor({ windowMs: 3_600_000 });
+    const poison: Processor<unknown, any> = {
+      ...inner,
+      name,
+      async process(record, ctx) {
+        if ((record.value as EventEnvelope).idempotency_key === 'bad') throw new Error('cannot handle this');
+        return inner.process(record, ctx);
+      },
+    };
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    const fromDlq = await kit.ends(Topics.eventsDlq);
+    const fromDeduped = await kit.ends(Topics.eventsDeduped);
+    const list = envelopes(ws, ['p1', 'bad', 'p2']);
+    await produce(list);
+    // Garbage on the key of p1 (same partition): not Avro at all.
+    const raw = new IdempotentProducer(kit.connection);
+    await raw.send([{ topic: Topics.eventsRaw, records: [{ key: `${ws}:p1`, value: Buffer.from('{"not":"avro"}') }] }]);
+    await raw.close();
+
+    runner = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: poison, options: { logger: silentLogger } });
+    await runner.start();
+    await waitFor('the poison stage drained events.raw', await drainedNow(groupId), 60_000, 200);
+    await runner.stop();
+    runner = undefined;
+
+    const letters = (await kit.read<DeadLetter>(Topics.eventsDlq, fromDlq)).filter((r) => r.value.stage === name);
+    expect(letters.map((l) => l.value.reason).sort()).toEqual(['processing_failed', 'undecodable']);
+    const failed = letters.find((l) => l.value.reason === 'processing_failed')!.value;
+    expect(failed).toMatchObject({ stage: name, error: 'cannot handle this', source_topic: Topics.eventsRaw, key: `${ws}:bad` });
+    expect(failed.value).toEqual(list[1]);
+    const undecodable = letters.find((l) => l.value.reason === 'undecodable')!.value;
+    expect(undecodable).toMatchObject({ key: `${ws}:p1`, value: { undecodable_base64: Buffer.from('{"not":"avro"}').toString('base64') } });
+    expect(keysOf(await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped), ws, groupId).sort()).toEqual(['p1', 'p2']);
+  });
+
+  it('evicts store entries older than the retention and tombstones them on the changelog', async () => {
+    const ws = uniqueId('ws_evict');
+    const name = uniqueId('evict-');
+    const retentionMs = 1_500;
+    const remember: Processor<unknown, { v: 1; live: { first_seen: number; request_id: string } }> = {
+      name,
+      input: Topics.eventsRaw,
+      store: { name, changelog: Topics.dedupeState, retentionMs },
+      async process(record, ctx) {
+        const e = record.value as EventEnvelope;
+        if (e.workspace_id !== ws) return drop('other workspace');
+        if (await ctx.store.get(record.key)) return drop('seen');
+        await ctx.store.put(record.key, { v: 1, live: { first_seen: e.received_at, request_id: e.request_id } });
+        return ok();
+      },
+    };
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    const fromState = await kit.ends(Topics.dedupeState);
+    const old = envelopes(ws, ['e1', 'e2', 'e3']);
+    runner = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: remember, options: { logger: silentLogger } });
+    await runner.start();
+    await produce(old);
+    await waitFor('the first keys are stored', await drainedNow(groupId), 60_000, 200);
+    await new Promise((r) => setTimeout(r, retentionMs + 200));
+    // Later records on every partition make each partition's next transaction evict what expired there.
+    await produce(envelopes(ws, Array.from({ length: 60 }, (_, i) => `later${i}`)));
+    await waitFor('the later keys are processed', await drainedNow(groupId), 60_000, 200);
+    await runner.stop();
+    runner = undefined;
+
+    const changelog = (await kit.read(Topics.dedupeState, fromState)).filter(
+      (r) => ['e1', 'e2', 'e3'].some((k) => r.key === `${ws}:${k}`) && r.headers[STAGE_GROUP_HEADER] === groupId,
+    );
+    const byKey = new Map<string, unknown[]>();
+    for (const r of changelog) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r.value]);
+    expect([...byKey.keys()].sort()).toEqual(['e1', 'e2', 'e3'].map((k) => `${ws}:${k}`));
+    for (const values of byKey.values()) {
+      expect(values).toHaveLength(2);
+      expect(values[0]).toMatchObject({ v: 1, live: { request_id: expect.any(String) } });
+      expect(values[1]).toBeNull(); // the tombstone
+    }
+  });
+});
+
+describe('bad input', () => {
+  it('a processor without a store that touches ctx.store dead-letters the record instead of stopping the stage', async () => {
+    const ws = uniqueId('ws_nostore');
+    const name = uniqueId('nostore-');
+    const careless: Processor<unknown, unknown> = {
+      name,
+      input: Topics.eventsRaw,
+      async process(record, ctx) {
+        if ((record.value as EventEnvelope).workspace_id !== ws) return drop('other workspace');
+        await ctx.store.get('x');
+        return ok();
+      },
+    };
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    const fromDlq = await kit.ends(Topics.eventsDlq);
+    const r = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: careless, options: { logger: silentLogger } });
+    await r.start();
+    await produce(envelopes(ws, ['only']));
+    await waitFor('drained', await drainedNow(groupId), 60_000, 200);
+    await r.stop();
+    const letters = (await kit.read<DeadLetter>(Topics.eventsDlq, fromDlq)).filter((l) => l.value.stage === name);
+    expect(letters.map((l) => [l.value.reason, l.value.error])).toEqual([['processing_failed', 'this stage has no state store']]);
+  });
+});

@@ -1,0 +1,167 @@
+/**
+ * Avro with the real schema registry: every topic's value round-trips through its schema (deep-equal to the value
+ * the producer had), every schema is registered under `<topic>-value` with BACKWARD compatibility, an evolved schema
+ * (a field added with a default) is accepted and its records are read by the current consumers, an incompatible one
+ * is refused, and bytes that are no record of a registered schema are reported as undecodable (poison), not thrown
+ * as an outage.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import avro from 'avsc';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { conversion } from '../../services/forwarder/testkit.js';
+import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
+import { AvroSerde, schemasDir, schemaText, subjectOf, UndecodableRecordError } from '../../services/shared/kafka/serde.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import type { DeadLetter } from '../../services/shared/runtime/types.js';
+import { Topics, type TopicName } from '../../services/shared/topics.js';
+import { sgtmEvent, webEvent } from '../helpers/factories.js';
+import { fromA, fromB } from '../helpers/envelopes.js';
+import { infraEnv, uniqueId } from '../helpers/infra.js';
+
+let serde: AvroSerde;
+const scratchSubjects: string[] = [];
+
+beforeAll(async () => {
+  serde = await AvroSerde.connect(infraEnv().SCHEMA_REGISTRY_URL, silentLogger);
+});
+afterAll(async () => {
+  for (const s of scratchSubjects) await serde?.registry.deleteSubject(s);
+});
+
+const web = fromA(
+  [
+    webEvent({ event_data: { page_referrer: 'https://ref.example/', value: 12.5, items: [{ sku: 'A', qty: 2 }], nested: { deep: [null, true, 'x'] } } }),
+    webEvent({ event_metadata: { identifiers: { user: undefined, email: undefined, phone: undefined } } }),
+  ],
+  { workspaceId: 'ws_serde', keyMode: 'test' },
+);
+const sgtm = fromB([sgtmEvent(), sgtmEvent({ event_name: 'sign_up' })], 'req-key', { workspaceId: 'ws_serde' });
+const sgtmNoKey = fromB([sgtmEvent()], undefined, { workspaceId: 'ws_serde' });
+
+const deadLetter: DeadLetter = {
+  stage: 'dedupe',
+  reason: 'processing_failed',
+  error: 'boom',
+  source_topic: Topics.eventsRaw,
+  source_partition: 3,
+  source_offset: '12345678901',
+  key: 'ws:k',
+  value: { any: ['json', 1, { x: null }] },
+  failed_at: 1_700_000_000_123,
+};
+const conversionLetter: ConversionDeadLetter = {
+  stage: 'forwarder',
+  reason: 'platform_rejected',
+  workspace_id: 'ws_serde',
+  event_id: 'evt-1',
+  event_source: 'WEB',
+  event_source_id: 'PIXEL123',
+  test_event_code: null,
+  platform_code: 40002,
+  platform_message: 'invalid field',
+  request_id: 'req-1',
+  record: conversion('ws_serde').record,
+  failed_at: 1_700_000_000_456,
+};
+
+describe('every topic value round-trips through its Avro schema', () => {
+  it.each<[string, TopicName, unknown]>([
+    ['web envelope (A), test key, free-form payload', Topics.eventsRaw, web[0]],
+    ['envelope without identifiers', Topics.eventsRaw, web[1]],
+    ['envelope B with request key', Topics.eventsDeduped, sgtm[1]],
+    ['envelope B without key (dedupe null, source null)', Topics.eventsDeduped, sgtmNoKey[0]],
+    ['conversion with user and properties', Topics.conversionsReady, conversion('ws_serde', { record: { transaction_id: 'T-1', properties: { value: 10, currency: 'EUR' }, user: { email: ['a'.repeat(64)], external_id: ['b'.repeat(64)], ttclid: 'C', user_agent: 'UA' } } })],
+    ['conversion without user, test code', Topics.conversionsReady, conversion('ws_serde', { key_mode: 'test', test_event_code: 'TEST1', record: { user: undefined } })],
+    ['dedupe state, live marker', Topics.dedupeState, { v: 1, live: { first_seen: 1_700_000_000_000, request_id: 'r-1' } }],
+    ['dedupe state, both markers', Topics.dedupeState, { v: 1, live: { first_seen: 1, request_id: 'a' }, test: { first_seen: 2, request_id: 'b' } }],
+    ['dead letter', Topics.eventsDlq, deadLetter],
+    ['conversion dead letter', Topics.conversionsDlq, conversionLetter],
+  ])('%s (%s)', async (_name, topic, value) => {
+    const bytes = serde.encode(topic, JSON.parse(JSON.stringify(value)));
+    expect(bytes.readUInt8(0)).toBe(0);
+    expect(bytes.readInt32BE(1)).toBe(serde.schemaId(topic));
+    expect(await serde.decode(topic, bytes)).toStrictEqual(JSON.parse(JSON.stringify(value)));
+  });
+
+  it('keeps a dedupe state value small (changelog bytes per key)', () => {
+    const bytes = serde.encode(Topics.dedupeState, { v: 1, live: { first_seen: Date.now(), request_id: '0f6c2d1e-8a51-4c9e-b7a4-3d2f1e0a9b8c' } });
+    expect(bytes.length).toBeLessThan(60);
+  });
+});
+
+describe('bad input', () => {
+  it.each<[string, Buffer]>([
+    ['no wire format header', Buffer.from('{"json": true}')],
+    ['too short', Buffer.from([0, 0, 0])],
+    ['wrong magic byte', Buffer.from([1, 0, 0, 0, 1, 2, 3])],
+    ['unknown schema id', Buffer.from([0, 0x7f, 0xff, 0xff, 0x00, 2, 4])],
+  ])('%s → UndecodableRecordError', async (_name, bytes) => {
+    await expect(serde.decode(Topics.eventsRaw, bytes)).rejects.toBeInstanceOf(UndecodableRecordError);
+  });
+
+  it('a truncated body → UndecodableRecordError', async () => {
+    const bytes = serde.encode(Topics.eventsRaw, web[0]);
+    await expect(serde.decode(Topics.eventsRaw, bytes.subarray(0, 20))).rejects.toBeInstanceOf(UndecodableRecordError);
+  });
+
+  it.each<[string, TopicName, unknown]>([
+    ['envelope without workspace_id', Topics.eventsRaw, { ...web[0], workspace_id: undefined }],
+    ['envelope with an unknown consent value', Topics.eventsRaw, { ...web[0], consent: { ...web[0]!.consent, ad_storage: 'MAYBE' } }],
+    ['conversion with a string event_time', Topics.conversionsReady, { ...conversion('ws'), record: { ...conversion('ws').record, event_time: 'now' } }],
+  ])('encoding %s throws', (_name, topic, value) => {
+    expect(() => serde.encode(topic, value)).toThrow();
+  });
+});
+
+describe('the registry', () => {
+  it('holds every topic value schema under <topic>-value, as in schemas/, with BACKWARD compatibility', async () => {
+    const subjects = await serde.registry.subjects();
+    for (const topic of Object.values(Topics)) {
+      expect(subjects).toContain(subjectOf(topic));
+      const latest = await fetch(`${infraEnv().SCHEMA_REGISTRY_URL}/subjects/${subjectOf(topic)}/versions/latest`).then((r) => r.json() as Promise<{ id: number; schema: string }>);
+      expect(latest.id).toBe(serde.schemaId(topic));
+      expect(JSON.parse(latest.schema)).toEqual(JSON.parse(schemaText(topic)));
+      const config = await fetch(`${infraEnv().SCHEMA_REGISTRY_URL}/config/${subjectOf(topic)}`).then((r) => r.json() as Promise<{ compatibilityLevel: string }>);
+      expect(config.compatibilityLevel).toBe('BACKWARD');
+    }
+  });
+
+  it('every topic has a schema file and every schema file is used', () => {
+    const files = new Set(Object.values(Topics).map((t) => JSON.parse(schemaText(t)).name as string));
+    const onDisk = readFileSync(join(schemasDir(), 'README.md'), 'utf8');
+    for (const name of files) expect(onDisk).toContain(name);
+  });
+});
+
+describe('BACKWARD compatibility of events.raw', () => {
+  const current = JSON.parse(schemaText(Topics.eventsRaw)) as { fields: Array<Record<string, unknown>> };
+  const evolved = { ...current, fields: [...current.fields, { name: 'channel', type: ['null', 'string'], default: null }] };
+  const withoutDefault = { ...current, fields: [...current.fields, { name: 'channel', type: 'string' }] };
+  const retyped = { ...current, fields: current.fields.map((f) => (f.name === 'index' ? { ...f, type: 'string' } : f)) };
+
+  it('is checked against the live subject: an added field with a default passes, breaking changes do not', async () => {
+    expect(await serde.registry.isCompatible(subjectOf(Topics.eventsRaw), JSON.stringify(evolved))).toBe(true);
+    expect(await serde.registry.isCompatible(subjectOf(Topics.eventsRaw), JSON.stringify(withoutDefault))).toBe(false);
+    expect(await serde.registry.isCompatible(subjectOf(Topics.eventsRaw), JSON.stringify(retyped))).toBe(false);
+  });
+
+  it('registers an evolved schema, refuses incompatible ones, and current consumers read the evolved records', async () => {
+    const subject = `${uniqueId('it-compat-')}-${subjectOf(Topics.eventsRaw)}`;
+    scratchSubjects.push(subject);
+    await serde.registry.register(subject, schemaText(Topics.eventsRaw));
+    const evolvedId = await serde.registry.register(subject, JSON.stringify(evolved));
+    expect(evolvedId).not.toBe(serde.schemaId(Topics.eventsRaw));
+    await expect(serde.registry.register(subject, JSON.stringify(withoutDefault))).rejects.toThrow();
+    await expect(serde.registry.register(subject, JSON.stringify(retyped))).rejects.toThrow();
+
+    // A producer on the evolved schema writes a record; a consumer on the current schema resolves it.
+    const evolvedType = avro.Type.forSchema(evolved as avro.Schema);
+    const current = serde.encode(Topics.eventsRaw, web[0]);
+    const currentValue = avro.Type.forSchema(JSON.parse(schemaText(Topics.eventsRaw))).fromBuffer(current.subarray(5));
+    const body = evolvedType.toBuffer({ ...currentValue, channel: 'app' });
+    const header = Buffer.alloc(5);
+    header.writeInt32BE(evolvedId, 1);
+    expect(await serde.decode(Topics.eventsRaw, Buffer.concat([header, body]))).toEqual(web[0]);
+  });
+});
