@@ -43,6 +43,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     log,
     credentialsKey,
     logger,
+    embeddedIntake: runtime.kind === 'embedded',
     roles: {
       forwarder: runs(config.role, 'forwarder'),
       refresher: runs(config.role, 'refresher'),

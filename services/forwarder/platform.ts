@@ -56,6 +56,11 @@ export function createPlatformSide(deps: {
   readonly credentialsKey: Buffer;
   readonly logger: Logger;
   readonly roles: PlatformRoles;
+  /**
+   * Whether conversions.ready is the embedded log (true) or a Kafka topic (false: the Kafka runtime's
+   * KafkaConversionIntake files conversions into the same outbox instead).
+   */
+  readonly embeddedIntake: boolean;
 }): PlatformSide {
   const { config, db, log, roles } = deps;
   const f = config.forwarder;
@@ -105,7 +110,7 @@ export function createPlatformSide(deps: {
         },
       })
     : undefined;
-  const intake = roles.forwarder ? new ConversionIntake({ db, log, logger, onQueued: () => sender?.wake() }) : undefined;
+  const intake = roles.forwarder && deps.embeddedIntake ? new ConversionIntake({ db, log, logger, onQueued: () => sender?.wake() }) : undefined;
   const flow = new OAuthFlow({
     db,
     cipher,

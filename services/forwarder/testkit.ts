@@ -125,7 +125,7 @@ export async function startRig(
   const credentialsKey = randomBytes(32);
   const logger = opts.logger ?? silentLogger;
   const side = (): PlatformSide =>
-    createPlatformSide({ config, db, log, credentialsKey, logger, roles: { forwarder: true, refresher: true, console: true } });
+    createPlatformSide({ config, db, log, credentialsKey, logger, embeddedIntake: true, roles: { forwarder: true, refresher: true, console: true } });
   const platform = side();
   const replicas: PlatformSide[] = [];
   return {

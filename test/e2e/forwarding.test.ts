@@ -207,6 +207,7 @@ describe('keeping it fresh', () => {
       log: service.log!,
       credentialsKey,
       logger: silentLogger,
+      embeddedIntake: true,
       roles: { forwarder: false, refresher: true, console: false },
     });
     racer.start();

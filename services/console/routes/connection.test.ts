@@ -21,6 +21,7 @@ async function appFor(env: Record<string, string>): Promise<FastifyInstance> {
     log: rig.log,
     credentialsKey: randomBytes(32),
     logger: silentLogger,
+    embeddedIntake: true,
     roles: { forwarder: false, refresher: false, console: true },
   });
   const built = await buildApp({

@@ -17,6 +17,7 @@ import { AvroSerde } from '../kafka/serde.js';
 import type { Logger } from '../logger.js';
 import { TOPIC_SPECS } from '../topics.js';
 import { EmbeddedLog } from './embedded-log.js';
+import { startRetention } from './embedded-retention.js';
 import { EmbeddedStageRunner } from './embedded-runner.js';
 import { KafkaStageRunner } from './kafka-runner.js';
 import { DeadLetterRelay } from './kafka-dlq-relay.js';
@@ -58,6 +59,7 @@ export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
 
 function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): PipelineRuntime {
   const log = new EmbeddedLog(db);
+  let retention: { stop(): void } | undefined;
   // One process holds the whole embedded pipeline: any stage role runs every stage.
   const runners = runs(config.role, 'dedupe', 'enrich', 'forwarder')
     ? stages().map((p) => new EmbeddedStageRunner(db, log, p, { logger: logger.child({ stage: p.name }) }))
@@ -69,9 +71,12 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     runners,
     async start() {
       for (const r of runners) r.start();
+      // The process that runs the stages also keeps the log within its topics' retention.
+      if (runners.length > 0) retention = startRetention(db, logger);
     },
     closeProducer: () => log.close(),
     async close() {
+      retention?.stop();
       await Promise.all(runners.map((r) => r.stop()));
     },
   };
@@ -112,10 +117,8 @@ async function openKafkaRuntime(
     async start(platform) {
       for (const r of runners) await r.start();
       if (forwarder) {
-        // NOTE: the platform side builds its intake over the embedded log; on Kafka conversions.ready is a Kafka topic
-        // and KafkaConversionIntake files it instead. Stopping the embedded intake before platform.start() makes
-        // that start a no-op for it (its sender, refresher and routes run as usual).
-        await platform.intake?.stop();
+        // On Kafka conversions.ready is a Kafka topic: KafkaConversionIntake files it into the platform side's
+        // outbox (service.ts built the platform side without its embedded intake).
         intake = new KafkaConversionIntake({ connection, serde, db, logger: log, onQueued: () => platform.sender?.wake() });
         await intake.start();
         relay?.start();
