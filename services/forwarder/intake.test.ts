@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Topics } from '../shared/topics.js';
-import { conversionProblem, INTAKE_GROUP, planIntake } from './intake.js';
+import { INTAKE_GROUP } from './intake.js';
+import { conversionProblem, planIntake } from './outbox-filing.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { conversion, startRig, type ForwarderRig } from './testkit.js';
@@ -81,6 +82,27 @@ describe('ConversionIntake', () => {
     expect(await rig.connect(ws)).toMatchObject({ ok: true });
     await rig.platform.sender!.drain(ws);
     expect((await rig.received()).map((e) => e.event_id)).toContain(c.event_id);
+  });
+
+  it('a test-mode conversion never makes the live one with the same event_id look sent', async () => {
+    const ws = await rig.workspace();
+    expect(await rig.connect(ws)).toMatchObject({ ok: true });
+    const test = conversion(ws, { event_id: 'order-77', key_mode: 'test', test_event_code: 'TEST1' });
+    await rig.append([test]);
+    await rig.platform.intake!.drain();
+    await rig.platform.sender!.drain(ws);
+    const live = conversion(ws, { event_id: 'order-77' });
+    await rig.append([live]);
+    await rig.platform.intake!.drain();
+    await rig.platform.sender!.drain(ws);
+    const got = (await rig.received()).filter((e) => e.event_id === 'order-77');
+    expect(got).toHaveLength(2);
+    expect(new Set(got.map((e) => e.test_event_code))).toEqual(new Set([null, 'TEST1']));
+    // And each is still sent once: a replay of both changes nothing.
+    await rig.append([test, live]);
+    await rig.platform.intake!.drain();
+    await rig.platform.sender!.drain(ws);
+    expect((await rig.received()).filter((e) => e.event_id === 'order-77')).toHaveLength(2);
   });
 
   it('dead-letters an unreadable record on conversions.dlq and moves on', async () => {

@@ -106,7 +106,8 @@ export class OutboxRepo {
           stage: 'forwarder',
           reason: 'platform_rejected',
           workspace_id: row.workspaceId,
-          event_id: row.eventId,
+          // The platform's event_id (row.eventId is the ledger id: test conversions carry a `test:` prefix there).
+          event_id: row.record.event_id,
           event_source: group.eventSource,
           event_source_id: group.eventSourceId,
           test_event_code: group.testEventCode === '' ? null : group.testEventCode,
@@ -116,7 +117,7 @@ export class OutboxRepo {
           record: row.record,
           failed_at: now,
         };
-        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.eventId }), value };
+        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
       });
       await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
     });

@@ -1,0 +1,170 @@
+/**
+ * Filing conversions into the outbox: the one piece both intakes share (intake.ts over the embedded log,
+ * kafka-intake.ts over Kafka). Inside the caller's transaction it decides per conversion (planIntake), inserts the
+ * queued ones idempotently, and appends the dead letters; the caller commits its input position with it (embedded)
+ * or after it (Kafka: a replay files nothing twice).
+ */
+import type { ConversionReady } from '../shared/conversion.js';
+import type { Sql } from '../shared/db/db.js';
+import { appendInTransaction } from '../shared/runtime/embedded-log.js';
+import { Topics } from '../shared/topics.js';
+import type { ConnectionStatus } from './connection-repo.js';
+import type { ConversionDeadLetter } from './outbox-repo.js';
+
+/** Why a conversions.ready value cannot be forwarded, or null when it can. */
+export function conversionProblem(v: unknown): string | null {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'not an object';
+  const c = v as Record<string, unknown>;
+  const nonEmpty = (k: string): boolean => typeof c[k] === 'string' && (c[k] as string).length > 0;
+  for (const k of ['workspace_id', 'event_id', 'event_source', 'event_source_id']) {
+    if (!nonEmpty(k)) return `${k} is missing or empty`;
+  }
+  if (c.test_event_code !== null && c.test_event_code !== undefined && typeof c.test_event_code !== 'string') {
+    return 'test_event_code must be a string or null';
+  }
+  if (typeof c.received_at !== 'number' || !Number.isFinite(c.received_at)) return 'received_at must be epoch milliseconds';
+  const record = c.record as Record<string, unknown> | null;
+  if (typeof record !== 'object' || record === null || Array.isArray(record)) return 'record is missing';
+  if (record.event_id !== c.event_id) return 'record.event_id differs from event_id';
+  return null;
+}
+
+export type IntakeDecision =
+  | { readonly action: 'queue'; readonly parked: boolean }
+  | { readonly action: 'drop'; readonly reason: 'disconnected' | 'already_sent' }
+  | { readonly action: 'dlq'; readonly reason: string };
+
+/** The decision for one conversion, from its workspace's connection status and the sent ledger. */
+export function planIntake(value: unknown, status: ConnectionStatus | undefined, alreadySent: boolean): IntakeDecision {
+  const problem = conversionProblem(value);
+  if (problem) return { action: 'dlq', reason: problem };
+  if (status === 'disconnected') return { action: 'drop', reason: 'disconnected' };
+  if (alreadySent) return { action: 'drop', reason: 'already_sent' };
+  return { action: 'queue', parked: status !== 'connected' };
+}
+
+
+
+export interface IntakeItem {
+  readonly key: string;
+  /** The conversion as read (or what could be read of it). */
+  readonly value: unknown;
+  /** Where it was read, for the dead letter: `offset 12` or `partition 3 offset 12`. */
+  readonly position: string;
+  /** Set when the record could not be decoded at all. */
+  readonly undecodable?: string;
+}
+
+export interface IntakeCount {
+  readonly workspace: string;
+  readonly outcome: 'parked' | 'dropped' | 'dead_lettered';
+  readonly code: string;
+}
+
+/**
+ * The id under which the outbox and the sent ledger know a conversion. Test-mode conversions (sent with a test
+ * key, carrying a test_event_code) live apart from live ones: a test event must never make the live conversion
+ * with the same event_id look "already sent".
+ */
+export function ledgerEventId(c: Pick<ConversionReady, 'key_mode' | 'event_id'>): string {
+  return c.key_mode === 'test' ? `test:${c.event_id}` : c.event_id;
+}
+
+export async function fileIntoOutbox(
+  tx: Sql,
+  items: readonly IntakeItem[],
+  now: number,
+): Promise<{ counted: IntakeCount[]; queued: number }> {
+  const counted: IntakeCount[] = [];
+  let queued = 0;
+  const readable = items
+    .filter((r) => !r.undecodable && conversionProblem(r.value) === null)
+    .map((r) => r.value as ConversionReady);
+  const workspaces = [...new Set(readable.map((c) => c.workspace_id))];
+  const statuses = new Map<string, ConnectionStatus>();
+  if (workspaces.length > 0) {
+    const s = await tx.query<{ workspace_id: string; status: ConnectionStatus }>(
+      'SELECT workspace_id, status FROM connections WHERE workspace_id = ANY($1::text[])',
+      [workspaces],
+    );
+    for (const row of s.rows) statuses.set(row.workspace_id, row.status);
+  }
+  const sent = new Set<string>();
+  if (readable.length > 0) {
+    const s = await tx.query<{ workspace_id: string; event_id: string }>(
+      `SELECT s.workspace_id, s.event_id FROM forward_sent s
+       JOIN unnest($1::text[], $2::text[]) AS t(w, e) ON s.workspace_id = t.w AND s.event_id = t.e`,
+      [readable.map((c) => c.workspace_id), readable.map(ledgerEventId)],
+    );
+    for (const row of s.rows) sent.add(`${row.workspace_id}\n${row.event_id}`);
+  }
+
+  const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean }> = [];
+  const letters: Array<{ key: string; value: ConversionDeadLetter }> = [];
+  for (const item of items) {
+    const v = (item.value ?? {}) as Partial<ConversionReady>;
+    const ws = typeof v.workspace_id === 'string' ? v.workspace_id : '';
+    const id = item.undecodable || conversionProblem(item.value) !== null ? '' : ledgerEventId(item.value as ConversionReady);
+    const decision = item.undecodable
+      ? ({ action: 'dlq', reason: `undecodable: ${item.undecodable}` } as const)
+      : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
+    if (decision.action === 'queue') toQueue.push({ c: item.value as ConversionReady, id, parked: decision.parked });
+    else if (decision.action === 'drop') counted.push({ workspace: ws, outcome: 'dropped', code: decision.reason });
+    else {
+      letters.push({ key: item.key, value: invalidLetter(item, decision.reason, now) });
+      counted.push({ workspace: ws || 'unknown', outcome: 'dead_lettered', code: 'invalid_conversion' });
+    }
+  }
+
+  if (toQueue.length > 0) {
+    const ins = await tx.query<{ workspace_id: string; event_id: string }>(
+      `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at)
+       SELECT w, e, s, p, t, r, to_timestamp(at / 1000.0)
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[])
+         AS u(w, e, s, p, t, r, at)
+       ON CONFLICT (workspace_id, event_id) DO NOTHING
+       RETURNING workspace_id, event_id`,
+      [
+        toQueue.map((q) => q.c.workspace_id),
+        toQueue.map((q) => q.id),
+        toQueue.map((q) => q.c.event_source),
+        toQueue.map((q) => q.c.event_source_id),
+        toQueue.map((q) => q.c.test_event_code ?? ''),
+        toQueue.map((q) => JSON.stringify(q.c.record)),
+        toQueue.map((q) => q.c.received_at),
+      ],
+    );
+    const inserted = new Set(ins.rows.map((r) => `${r.workspace_id}\n${r.event_id}`));
+    for (const q of toQueue) {
+      const k = `${q.c.workspace_id}\n${q.id}`;
+      if (!inserted.has(k)) {
+        counted.push({ workspace: q.c.workspace_id, outcome: 'dropped', code: 'already_queued' });
+      } else {
+        inserted.delete(k); // a second copy in the same batch is a duplicate
+        queued++;
+        if (q.parked) counted.push({ workspace: q.c.workspace_id, outcome: 'parked', code: statuses.get(q.c.workspace_id) ?? 'not_connected' });
+      }
+    }
+  }
+  if (letters.length > 0) await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
+  return { counted, queued };
+}
+
+function invalidLetter(item: IntakeItem, reason: string, now: number): ConversionDeadLetter {
+  const v = (typeof item.value === 'object' && item.value !== null ? item.value : {}) as Record<string, unknown>;
+  const str = (k: string): string | null => (typeof v[k] === 'string' ? (v[k] as string) : null);
+  return {
+    stage: 'forwarder',
+    reason: 'invalid_conversion',
+    workspace_id: str('workspace_id') ?? '',
+    event_id: str('event_id') ?? '',
+    event_source: str('event_source'),
+    event_source_id: str('event_source_id'),
+    test_event_code: str('test_event_code'),
+    platform_code: null,
+    platform_message: `conversions.ready record at ${item.position} cannot be forwarded: ${reason}`,
+    request_id: null,
+    record: item.value,
+    failed_at: now,
+  };
+}
