@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
+import { CompactDedupeStore } from './compact-store.js';
 import { Topics } from '../shared/topics.js';
 import { sgtmEvent, serverEvent, webEvent } from '../../test/helpers/factories.js';
 import { DAY, T0, fromA, fromB, webEnvelope } from '../../test/helpers/envelopes.js';
@@ -110,7 +111,11 @@ describe('dedupe: first seen wins per (workspace, key)', () => {
   });
 
   it('declares its store with the changelog topic and the window as retention', () => {
-    expect(dedupe.store).toEqual({ name: 'dedupe', changelog: Topics.dedupeState, retentionMs: WINDOW });
+    expect(dedupe.store).toMatchObject({ name: 'dedupe', changelog: Topics.dedupeState, retentionMs: WINDOW });
+    // On Kafka each partition's markers live in the compact store, with the same window.
+    const store = dedupe.store!.partitionStore!();
+    expect(store).toBeInstanceOf(CompactDedupeStore);
+    expect((store as CompactDedupeStore).windowMs).toBe(WINDOW);
   });
 });
 

@@ -8,6 +8,7 @@ import { envelopeKey } from '../shared/envelope.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { dlq, drop, ok, type Processor } from '../shared/runtime/types.js';
 import { Topics } from '../shared/topics.js';
+import { CompactDedupeStore } from './compact-store.js';
 import { judge, type DedupeState } from './seen-marker.js';
 
 export const DEDUPE_STAGE = 'dedupe';
@@ -23,7 +24,13 @@ export function createDedupeProcessor(deps: DedupeDeps): Processor<unknown, Dedu
   return {
     name: DEDUPE_STAGE,
     input: Topics.eventsRaw,
-    store: { name: DEDUPE_STORE, changelog: Topics.dedupeState, retentionMs: deps.windowMs },
+    store: {
+      name: DEDUPE_STORE,
+      changelog: Topics.dedupeState,
+      retentionMs: deps.windowMs,
+      // ~80 bytes a key instead of ~330 (bench/README.md, dedupe-memory).
+      partitionStore: () => new CompactDedupeStore(deps.windowMs),
+    },
     async process(record, ctx) {
       const checked = checkEnvelope(record.value);
       if (!checked.ok) return dlq('invalid_envelope', checked.reason);

@@ -36,7 +36,15 @@ export const TOPIC_SPECS: readonly TopicSpec[] = [
   {
     name: Topics.dedupeState,
     partitions: PIPELINE_PARTITIONS,
-    config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000', 'segment.ms': String(DAY_MS) },
+    // compact,delete: dedupe's compact in-memory store evicts expired markers without tombstones, so delete
+    // retention (longer than the default 7-day dedupe window) is what bounds the changelog. A DEDUPE_WINDOW_HOURS
+    // above 8 days needs this retention raised with it (docs/operations.md).
+    config: {
+      'cleanup.policy': 'compact,delete',
+      'retention.ms': String(8 * DAY_MS),
+      'min.compaction.lag.ms': '60000',
+      'segment.ms': String(DAY_MS),
+    },
     purpose: 'changelog of the dedupe store (first-seen markers), co-partitioned with events.raw',
   },
   {

@@ -37,7 +37,7 @@ import {
   stateStoreRestoreDuration,
 } from '../metrics.js';
 import { Topics, type TopicName } from '../topics.js';
-import { PartitionStore, StoreTransaction } from './kafka-store.js';
+import { PartitionStore, StoreTransaction, type PartitionStateStore } from './kafka-store.js';
 import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
 
 const MAX_ATTEMPTS = 3;
@@ -75,7 +75,7 @@ interface PartitionTask<S> {
   readonly partition: number;
   /** Replaced by a fresh one when preparing fails (a closed producer cannot be reused). */
   producer: TransactionalProducer;
-  readonly store: PartitionStore<S> | undefined;
+  readonly store: PartitionStateStore<S> | undefined;
   phase: 'preparing' | 'ready' | 'closed';
   /** Next changelog offset to apply (the store holds everything before it). */
   changelogPos: bigint;
@@ -178,7 +178,7 @@ export class KafkaStageRunner<V, S> {
       this.tasks.set(p, {
         partition: p,
         producer: new TransactionalProducer(this.deps.connection, `${this.groupId}-${this.input}-${p}`),
-        store: store ? new PartitionStore<S>(store.retentionMs) : undefined,
+        store: store ? (store.partitionStore?.() ?? new PartitionStore<S>(store.retentionMs)) : undefined,
         phase: 'preparing',
         changelogPos: 0n,
         restoreTarget: undefined,

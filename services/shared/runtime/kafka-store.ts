@@ -16,7 +16,21 @@ interface Entry<S> {
   readonly writtenAt: number;
 }
 
-export class PartitionStore<S> {
+/**
+ * What the Kafka runner needs of one partition's store. PartitionStore is the generic one; a processor may bring
+ * a compact one of its own (dedupe's CompactDedupeStore) through `store.partitionStore` on the processor.
+ */
+export interface PartitionStateStore<S> {
+  readonly size: number;
+  restore(key: string, value: S | null, writtenAt: number, now: number): void;
+  read(key: string): S | undefined;
+  /** Keys to tombstone (a store that cannot name its evicted keys returns none and relies on delete retention). */
+  expired(now: number, limit: number): string[];
+  begin(): StoreTransaction<S>;
+  apply(tx: StoreTransaction<S>, now: number): void;
+}
+
+export class PartitionStore<S> implements PartitionStateStore<S> {
   private readonly entries = new Map<string, Entry<S>>();
   /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
   private readonly expiredAtRestore = new Set<string>();

@@ -5,6 +5,7 @@
  */
 import type { Sql } from '../db/db.js';
 import type { TopicName } from '../topics.js';
+import type { PartitionStateStore } from './kafka-store.js';
 
 export interface InputRecord<V> {
   readonly topic: TopicName;
@@ -62,7 +63,16 @@ export interface Processor<V, S = never> {
    * written for that long are purged by the runtime (embedded: rows of state_store; Kafka: evicted and tombstoned),
    * which bounds the store; the processor must already treat such entries as absent.
    */
-  readonly store?: { readonly name: string; readonly changelog: TopicName; readonly retentionMs?: number };
+  readonly store?: {
+    readonly name: string;
+    readonly changelog: TopicName;
+    readonly retentionMs?: number;
+    /**
+     * On Kafka: a compact in-memory store for one partition, instead of the generic map (see kafka-store.ts).
+     * Such a store may evict without tombstones; its changelog topic then needs delete retention (topics.ts).
+     */
+    readonly partitionStore?: () => PartitionStateStore<S>;
+  };
   process(record: InputRecord<V>, ctx: StageContext & { readonly store: KeyValueStore<S> }): Promise<Outcome>;
 }
 
