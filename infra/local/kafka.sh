@@ -176,7 +176,7 @@ tool() { # class args...
     -cp "$(classpath)" "$@"
 }
 
-# Topics: `name partitions k=v,k=v` lines from the service's own topics-cli. Only missing topics are
+# Topics: `name partitions k=v;k=v` lines from the service's own topics-cli. Only missing topics are
 # created (TopicCommand --create --if-not-exists, RF 1); configs of existing topics are left alone.
 cmd_topics() {
   ready || die "kafka: not running (start it first)"
@@ -200,7 +200,7 @@ cmd_topics() {
     args=(--bootstrap-server "$KAFKA_BROKERS" --create --if-not-exists --topic "$name"
           --partitions "$parts" --replication-factor 1)
     if [[ -n "${cfgs:-}" ]]; then
-      IFS=',' read -ra cs <<<"$cfgs"
+      IFS=';' read -ra cs <<<"$cfgs"
       for c in "${cs[@]}"; do args+=(--config "$c"); done
     fi
     out="$(tool org.apache.kafka.tools.TopicCommand "${args[@]}" 2>&1)" || { echo "$out" >&2; die "kafka: creating topic $name failed"; }

@@ -1,7 +1,8 @@
-/** Prints one line per topic: `name partitions key=value,...` (used by infra/local scripts to create topics). */
+/** Prints one line per topic: `name partitions key=value;key=value` (used by infra/local scripts to create topics). */
 import { TOPIC_SPECS } from './topics.js';
 
 for (const t of TOPIC_SPECS) {
-  const cfg = Object.entries(t.config).map(([k, v]) => `${k}=${v}`).join(',');
+  // ';' between configs: a value may hold commas (cleanup.policy=compact,delete).
+  const cfg = Object.entries(t.config).map(([k, v]) => `${k}=${v}`).join(';');
   process.stdout.write(`${t.name} ${t.partitions} ${cfg}\n`);
 }
