@@ -2,7 +2,7 @@
  * Retry delays: exponential backoff with full jitter (delay drawn uniformly from 0 to min(max, base·2^attempt)),
  * so retries of many connections spread out instead of arriving together; a Retry-After from the platform is a
  * floor. NOTE: no library: the retry state lives on the connection row (send_not_before, refresh_due_at) and
- * survives restarts and replicas, which promise-wrapping retry libraries do not model (docs/decisions-platform.md).
+ * survives restarts and replicas, which promise-wrapping retry libraries do not model (docs/decisions.md).
  */
 export interface BackoffPolicy {
   readonly baseMs: number;

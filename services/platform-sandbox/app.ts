@@ -1,6 +1,7 @@
 import Fastify, { type FastifyError, type FastifyInstance } from 'fastify';
 import { API_PREFIX, PlatformCode } from './codes.js';
 import { registerAdvertiserRoutes } from './advertiser.js';
+import { registerBenchControlRoutes } from './bench-control.js';
 import { CONTROL_PREFIX, registerControlRoutes } from './control.js';
 import { registerEventRoutes } from './events.js';
 import { registerOAuthRoutes } from './oauth.js';
@@ -52,6 +53,7 @@ export function buildSandbox(opts: SandboxOptions = {}): SandboxApp {
   registerAdvertiserRoutes(app, state);
   registerEventRoutes(app, state);
   registerControlRoutes(app, state);
+  registerBenchControlRoutes(app, state);
 
   app.setNotFoundHandler((request, reply) => {
     if (requestPath(request).startsWith(CONTROL_PREFIX)) {

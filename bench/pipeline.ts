@@ -1,0 +1,293 @@
+/**
+ * pipeline-embedded / pipeline-kafka: conversions per second from the gateway to the platform sandbox through every
+ * stage (gateway → events.raw → dedupe → events.deduped → enrich → conversions.ready → forwarder → sandbox), and the
+ * latency from the 2xx of a request to the sandbox receiving each of its records.
+ *
+ * Wiring, as `make demo` does it: the sandbox (its own process, on the load core) and the service (SERVICE_ROLE=all,
+ * on the server core); a workspace on the unthrottled plan, a live key, the forwarding setup purchase →
+ * CompletePayment, the ad account connected through the OAuth flow. Every posted event is a `purchase` with ad consent
+ * (70% web, 30% server, hashed identifiers): each becomes one platform record. Its event_id is its idempotency key
+ * (`<run>-<request>-<index>`), which correlates the sandbox's records (`GET /_control/bench/received`,
+ * services/platform-sandbox/bench-control.ts) with the request that carried them.
+ *
+ * Method:
+ *  1. calibration: a burst of CALIBRATION requests, delivered in full (warms every stage);
+ *  2. max: a closed-loop burst sized for ~MAX_TARGET_SEC of pipeline work; throughput = conversions delivered /
+ *     (last delivery − first 2xx). The gateway accepts faster than the stages drain, so this is the pipeline's drain
+ *     rate while it shares its core with the gateway's intake;
+ *  3. half load: an open loop at 50% of that rate for HALF_SEC; latency of each conversion = sandbox received_at − its
+ *     request's 2xx; p50/p99 over all of them.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { KafkaAdmin } from '../services/shared/kafka/admin.js';
+import { KafkaConnection } from '../services/shared/kafka/client.js';
+import { silentLogger } from '../services/shared/logger.js';
+import { TOPIC_SPECS, Topics, type TopicName } from '../services/shared/topics.js';
+import { EVENTS_PER_REQUEST } from './gateway.js';
+import { freshDatabase, uniqueId } from './lib/infra.js';
+import type { LoadResult } from './lib/load-worker.js';
+import { percentile } from './lib/load-worker.js';
+import {
+  BENCH_PLAN_LIMITS,
+  DIST,
+  LOAD_CPU,
+  SERVER_CPU,
+  admin,
+  runLoad,
+  sleep,
+  startJsonLineChild,
+  startServiceChild,
+  type Child,
+  type ServiceChild,
+} from './lib/proc.js';
+import { summariseFile } from './lib/profile-summary.js';
+import { PROFILES_DIR, round, type BenchResult } from './lib/results.js';
+
+const CALIBRATION_REQUESTS = 20;
+const MAX_TARGET_SEC = Number(process.env.BENCH_PIPELINE_MAX_SEC ?? 20);
+const HALF_SEC = Number(process.env.BENCH_PIPELINE_HALF_SEC ?? 15);
+/** Longest wait for a phase's conversions to arrive once posted. */
+const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_PIPELINE_DRAIN_MS ?? 60_000);
+const CONNECTIONS = 8;
+/** The service pinned to the server core (default), or free to use both (BENCH_PIPELINE_PIN=0). */
+const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN !== '0';
+
+interface Delivered {
+  /** event_id → sandbox received_at (epoch ms). */
+  readonly at: Map<string, number>;
+  readonly complete: boolean;
+}
+
+/** Reads the sandbox's arrivals from position `from` until `expected` event ids of `prefix` arrived, or a stall. */
+async function collect(controlUrl: string, prefix: string, expected: number, from: { pos: number }, timeoutMs = DRAIN_TIMEOUT_MS): Promise<Delivered> {
+  const at = new Map<string, number>();
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = (await (await fetch(`${controlUrl}/bench/received?after=${from.pos}&limit=50000`)).json()) as {
+      next: number;
+      items: Array<[string, number]>;
+    };
+    for (const [id, t] of r.items) if (id.startsWith(prefix) && !at.has(id)) at.set(id, t);
+    from.pos = r.next;
+    if (at.size >= expected) return { at, complete: true };
+    if (Date.now() > deadline) return { at, complete: false };
+    if (r.items.length < 50_000) await sleep(250);
+  }
+}
+
+/** request index → epoch ms of its 2xx (from the load generator's completions). */
+function okTimes(load: LoadResult): Map<number, number> {
+  const m = new Map<number, number>();
+  for (const [i, t, status] of load.completions ?? []) if (status >= 200 && status < 300) m.set(i, t);
+  return m;
+}
+
+/** Latencies (ms) of every delivered conversion of a phase: received_at − its request's 2xx. */
+function latencies(prefix: string, delivered: Delivered, oks: Map<number, number>): number[] {
+  const out: number[] = [];
+  for (const [id, t] of delivered.at) {
+    const req = Number(id.slice(prefix.length).split('-')[0]);
+    const ok = oks.get(req);
+    if (ok !== undefined) out.push(t - ok);
+  }
+  return out;
+}
+
+async function connect(base: string, controlAuthorize: (url: string) => Promise<void>): Promise<{ key: string; workspaceId: string }> {
+  const call = admin(base);
+  const ws = await call('POST', '/admin/v1/workspaces', { name: 'bench', plan: 'enterprise' });
+  const key = await call('POST', `/admin/v1/workspaces/${ws.id}/api-keys`, { mode: 'live' });
+  await call('PUT', `/admin/v1/workspaces/${ws.id}/forwarding`, {
+    event_source: 'WEB',
+    event_source_id: 'PIXELBENCH',
+    pii_mode: 'hashed',
+    click_window_days: 7,
+    events: [{ name: 'purchase', platform_event: 'CompletePayment' }],
+  });
+  const { authorize_url: authorizeUrl } = await call('POST', `/admin/v1/workspaces/${ws.id}/connection`);
+  await controlAuthorize(authorizeUrl);
+  for (let i = 0; i < 50; i++) {
+    const conn = await call('GET', `/admin/v1/workspaces/${ws.id}/connection`);
+    if (conn.status === 'connected') return { key: key.key, workspaceId: ws.id };
+    await sleep(100);
+  }
+  throw new Error('the OAuth connection did not become connected');
+}
+
+/** Follows the authorize redirect like a browser: the sandbox approves and sends us to the service's callback. */
+async function authorize(url: string): Promise<void> {
+  const consent = await fetch(url, { redirect: 'manual' });
+  const callback = consent.headers.get('location');
+  if (consent.status !== 302 || !callback) throw new Error(`the authorize page answered ${consent.status}`);
+  const page = await fetch(callback);
+  if (page.status !== 200) throw new Error(`the OAuth callback answered ${page.status}: ${await page.text()}`);
+}
+
+/** Starts the stages' consumer groups (with this run's prefix) at the current end of their topics. */
+async function startGroupsAtEnd(brokers: string[], prefix: string): Promise<void> {
+  const connection = new KafkaConnection({ brokers, groupPrefix: prefix }, silentLogger);
+  const kadmin = new KafkaAdmin(connection);
+  try {
+    // A fresh broker (BENCH_PRIVATE_KAFKA) has no topics yet: create them as the service would.
+    await kadmin.ensureTopics(TOPIC_SPECS);
+    const groups: Array<[string, TopicName]> = [
+      ['dedupe', Topics.eventsRaw],
+      ['enrich', Topics.eventsDeduped],
+      ['forwarder', Topics.conversionsReady],
+    ];
+    for (const [group, topic] of groups) {
+      const ends = await kadmin.endOffsets(topic);
+      await kadmin.setGroupOffsets(connection.groupId(group), topic, new Map([...ends].map(([p, o]) => [p, o.high])));
+    }
+  } finally {
+    await kadmin.close();
+  }
+}
+
+export async function benchPipeline(
+  runtime: 'embedded' | 'kafka',
+  runtimeEnv: Record<string, string>,
+  log: (l: string) => void,
+  opts: { profile?: boolean } = {},
+): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
+  log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
+  const { child: sandbox, info } = await startJsonLineChild<{ url: string; apiBase: string; authUrl: string; controlUrl: string; appId: string }>(
+    LOAD_CPU,
+    [process.execPath, '--max-old-space-size=4096', join(DIST, 'services', 'platform-sandbox', 'main.js')],
+    { SANDBOX_PORT: '0' },
+    'platform sandbox',
+  );
+  const env: Record<string, string> = {
+    ...runtimeEnv,
+    PLAN_LIMITS: BENCH_PLAN_LIMITS,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    PLATFORM_API_BASE: info.apiBase,
+    PLATFORM_AUTH_URL: info.authUrl,
+    PLATFORM_APP_ID: info.appId,
+    PLATFORM_APP_SECRET: 'sandbox-secret',
+  };
+  const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
+  if (fresh) {
+    env.DATABASE_URL = fresh.url;
+    env.KAFKA_GROUP_PREFIX = uniqueId('bench-pl-');
+    await startGroupsAtEnd(runtimeEnv.KAFKA_BROKERS!.split(','), env.KAFKA_GROUP_PREFIX);
+  }
+  let service: ServiceChild | undefined;
+  let profiled: string | undefined;
+  try {
+    // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
+    const profileName = `pipeline-${runtime}.cpuprofile`;
+    const profileDir = join(PROFILES_DIR, 'raw');
+    if (opts.profile) mkdirSync(profileDir, { recursive: true });
+    service = await startServiceChild({
+      env,
+      cpu: PIN_SERVICE ? SERVER_CPU : undefined,
+      nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
+    });
+    profiled = opts.profile ? join(profileDir, profileName) : undefined;
+    const { key } = await connect(service.url, authorize);
+    const headers = { authorization: `Bearer ${key}` };
+    const run = randomBytes(3).toString('hex');
+    const pos = { pos: 0 };
+    const phase = async (name: string, load: Omit<Parameters<typeof runLoad>[0], 'bodies'>, requests: number, drainMs = DRAIN_TIMEOUT_MS) => {
+      const prefix = `${run}${name}-`;
+      const result = await runLoad({ ...load, bodies: { count: requests, events: EVENTS_PER_REQUEST, seed: name.charCodeAt(0), conversionsOnly: true, keyPrefix: `${run}${name}` } });
+      const accepted = result.ok * EVENTS_PER_REQUEST;
+      const delivered = await collect(info.controlUrl, prefix, accepted, pos, drainMs);
+      return { prefix, result, accepted, delivered, oks: okTimes(result) };
+    };
+    const base = { url: service.url, path: '/v1/events', headers, recordCompletions: true } as const;
+
+    // 1. calibration (and warm-up)
+    const cal = await phase('c', { ...base, mode: 'closed', connections: CONNECTIONS, amount: CALIBRATION_REQUESTS }, CALIBRATION_REQUESTS);
+    const calRate = rate(cal);
+    log(`  calibration: ${cal.delivered.at.size}/${cal.accepted} delivered, ~${Math.round(calRate)} conversions/s`);
+
+    // 2. max
+    const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
+    // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
+    const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
+    const maxRate = rate(max);
+    const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
+    log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
+
+    // 3. half load
+    const halfReqRate = maxRate / 2 / EVENTS_PER_REQUEST;
+    const halfRequests = Math.max(4, Math.round(halfReqRate * HALF_SEC));
+    const half = await phase('h', { ...base, mode: 'open', connections: 64, rate: halfReqRate, amount: halfRequests }, halfRequests);
+    const halfLat = summary(latencies(half.prefix, half.delivered, half.oks));
+    const halfRate = rate(half);
+    log(`  half (${round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s offered): ${half.delivered.at.size}/${half.accepted} delivered, 2xx→platform p50 ${halfLat.p50} ms, p99 ${halfLat.p99} ms (max ${halfLat.max} ms); gateway p99 ${half.result.latencyMs.p99} ms`);
+
+    const complete = cal.delivered.complete && max.delivered.complete && half.delivered.complete;
+    const kafka = runtime === 'kafka';
+    const met = kafka ? maxRate >= 10_000 && halfLat.p99 < 2000 && complete : null;
+    return {
+      name: `pipeline-${runtime}`,
+      unit: 'conversions/s',
+      value: Math.round(maxRate),
+      baseline: null,
+      ratio: null,
+      p50_ms: halfLat.p50,
+      p99_ms: halfLat.p99,
+      target: kafka ? '≥ 10,000 conversions/s, p99 < 2 s at half load' : '– (Kafka target applies; reported for comparison)',
+      met,
+      notes:
+        `Gateway → dedupe → enrich → forwarder → platform sandbox, SERVICE_ROLE=all in one process, forwarder defaults (linger 200 ms, batches ≤ 1000). ` +
+        `Max: ${maxRequests} requests × ${EVENTS_PER_REQUEST} purchase conversions posted closed-loop (${CONNECTIONS} connections); value = delivered / (last delivery − first 2xx)` +
+        ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
+        `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
+        (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
+        (kafka ? ' What limits it (enrich\'s per-record SQL round trips): bench/README.md and bench/profiles/pipeline-kafka.md.' : ''),
+      detail: {
+        calibration: phaseDetail(cal),
+        max: { ...phaseDetail(max), latency: maxLat },
+        half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
+      },
+    };
+  } catch (err) {
+    if (service) log(`  service output:\n${service.output().slice(-3000)}`);
+    throw err;
+  } finally {
+    await service?.stop();
+    await (sandbox as Child).stop();
+    await fresh?.drop();
+    if (profiled) {
+      const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service (SERVICE_ROLE=all) during the whole pipeline run`);
+      writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), markdown);
+      log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profiled})`);
+    }
+  }
+}
+
+type Phase = { result: LoadResult; accepted: number; delivered: Delivered; oks: Map<number, number> };
+
+function spanSec(p: Phase): number {
+  const firstOk = Math.min(...p.oks.values());
+  const last = Math.max(...p.delivered.at.values());
+  return (last - firstOk) / 1000;
+}
+
+function rate(p: Phase): number {
+  return p.delivered.at.size / spanSec(p);
+}
+
+function summary(values: number[]) {
+  const a = Float64Array.from(values).sort();
+  return { n: a.length, p50: round(percentile(a, 50), 1), p90: round(percentile(a, 90), 1), p99: round(percentile(a, 99), 1), max: round(a[a.length - 1] ?? NaN, 1) };
+}
+
+function phaseDetail(p: Phase) {
+  return {
+    requests: p.result.requests,
+    accepted: p.accepted,
+    delivered: p.delivered.at.size,
+    complete: p.delivered.complete,
+    gatewayOkPerSec: round(p.result.okPerSec, 2),
+    gatewayLatencyMs: p.result.latencyMs,
+    statuses: p.result.statuses,
+    spanSec: round(spanSec(p), 2),
+  };
+}

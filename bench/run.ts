@@ -1,0 +1,156 @@
+/**
+ * `make bench`: runs every benchmark, writes bench/results/<name>.json and the table in bench/README.md.
+ * `node dist/bench/run.js [name…] [flags]` runs only the named ones (e.g. `gateway-embedded dedupe-memory`). Flags:
+ * `--no-profile` (no profiled gateway runs), `--no-whatif` (no gateway-kafka what-if), `--profile-pipeline` (the
+ * pipelines under --cpu-prof, for bench/profiles/; their results are not written). BENCH_PRIVATE_KAFKA=1: the Kafka
+ * benchmarks on a broker of their own (bench/lib/infra.ts).
+ *
+ * Kafka benchmarks need KAFKA_BROKERS, SCHEMA_REGISTRY_URL and DATABASE_URL; when they are not set, the local
+ * infrastructure is started with `bash infra/local/up.sh` (as `make test` does) and infra/local/.env is read.
+ */
+import { cpus, totalmem } from 'node:os';
+import { benchDedupeMemory } from './dedupe-memory.js';
+import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
+import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
+import { hasTaskset } from './lib/proc.js';
+import { gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
+import { benchKafkaClient } from './kafka-client.js';
+import { benchPipeline } from './pipeline.js';
+
+const log = (line: string): void => void process.stdout.write(`${line}\n`);
+const started = Date.now();
+const sha = gitSha();
+const date = new Date().toISOString();
+
+const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'dedupe-memory', 'kafka-client'] as const;
+type Name = (typeof ALL)[number];
+const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
+const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
+const profile = !process.argv.includes('--no-profile');
+
+const cores = hasTaskset()
+  ? 'server on core 0, load generator (and the sandbox) on core 1 (taskset); Kafka, registry and Postgres unpinned'
+  : 'taskset not found: processes share both cores freely';
+
+function gatewayResult(name: string, service: Measured, baseline: Measured, notes: string, detail: unknown): BenchResult {
+  const ratio = service.eventsPerSec / baseline.eventsPerSec;
+  const p99 = service.half.latencyMs.p99;
+  const kafka = name.endsWith('kafka');
+  return {
+    name,
+    unit: 'events/s',
+    value: Math.round(service.eventsPerSec),
+    baseline: Math.round(baseline.eventsPerSec),
+    ratio: round(ratio, 3),
+    p50_ms: service.half.latencyMs.p50,
+    p99_ms: p99,
+    git_sha: sha,
+    date,
+    notes,
+    target: kafka ? 'ratio ≥ 0.5, p99 < 50 ms at half load' : '– (Kafka target applies; reported for comparison)',
+    met: kafka ? ratio >= 0.5 && p99 < 50 : null,
+    detail,
+  };
+}
+
+const failed: string[] = [];
+
+/** Runs one benchmark; a failure is reported and the others still run (the exit code says so at the end). */
+async function attempt(name: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (err) {
+    failed.push(name);
+    log(`${name}: FAILED: ${(err as Error).stack ?? String(err)}`);
+  }
+}
+
+async function main(): Promise<void> {
+  log(`bench: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, git ${sha}`);
+  log(`cores: ${cores}`);
+  const needKafka = selected('gateway-kafka') || selected('pipeline-kafka') || selected('kafka-client');
+  const kenv = needKafka ? await kafkaEnv(log) : undefined;
+
+  for (const runtime of ['embedded', 'kafka'] as const) {
+    const name = `gateway-${runtime}` as const;
+    if (!selected(name)) continue;
+    if (runtime === 'kafka' && !kenv?.ready) {
+      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+      continue;
+    }
+    await attempt(name, async () => {
+    const baseline = await measureBaseline(log);
+    const run = await benchGateway(runtime, runtime === 'kafka' ? kenv!.env : {}, log, { profile, whatif: !process.argv.includes('--no-whatif') });
+    const s = run.service;
+    const notes =
+      `${EVENTS_PER_REQUEST}-event batches of realistic A events (70% web, 30% server, hashed identifiers), ${s.max.requests} requests in the max phase. ` +
+      `Max: closed loop (autocannon), ${s.max.durationSec.toFixed(1)} s: service ${round(s.max.okPerSec)} req/s vs baseline ${round(baseline.max.okPerSec)} req/s. ` +
+      `Half load: open loop at ${round(s.max.okPerSec / 2)} req/s, median of 3 windows (p99 of each: ${s.halfRuns.map((h) => h.latencyMs.p99).join(' / ')} ms) (baseline at ${round(baseline.max.okPerSec / 2)} req/s: p50 ${baseline.half.latencyMs.p50} ms, p99 ${baseline.half.latencyMs.p99} ms). ` +
+      `Server CPU: ${s.cpuUsPerEvent} µs/event (baseline ${baseline.cpuUsPerEvent}). Cores: ${cores}. SERVICE_ROLE=gateway.` +
+      (runtime === 'kafka' ? ' What limits it: bench/README.md and bench/profiles/gateway-kafka.md.' : '') +
+      (run.whatif
+        ? ` What-if (bench/lib/gateway-whatif.ts: the same gateway with one-pass Avro encoding and @platformatic/kafka; not the service): ${Math.round(run.whatif.eventsPerSec)} events/s, ratio ${round(run.whatif.eventsPerSec / baseline.eventsPerSec, 3)}, ${run.whatif.cpuUsPerEvent} µs/event, p50 ${run.whatif.half.latencyMs.p50} ms, p99 ${run.whatif.half.latencyMs.p99} ms at half load.`
+        : '');
+    const file = writeResult(
+      gatewayResult(name, s, baseline, notes, { service: strip(s), baseline: strip(baseline), ...(run.whatif ? { whatif: strip(run.whatif) } : {}) }),
+    );
+    log(`  → ${file}`);
+    });
+  }
+
+  for (const runtime of ['embedded', 'kafka'] as const) {
+    const name = `pipeline-${runtime}` as const;
+    if (!selected(name)) continue;
+    if (runtime === 'kafka' && !kenv?.ready) {
+      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+      continue;
+    }
+    await attempt(name, async () => {
+      // --profile-pipeline: a run under --cpu-prof for bench/profiles/pipeline-*.md; its numbers are not the results.
+      const profiled = process.argv.includes('--profile-pipeline');
+      const r = await benchPipeline(runtime, runtime === 'kafka' ? kenv!.env : {}, log, { profile: profiled });
+      if (profiled) log('  (profiled run: results not written)');
+      else log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
+    });
+  }
+
+  if (selected('dedupe-memory')) {
+    await attempt('dedupe-memory', async () => {
+      for (const r of await benchDedupeMemory(log)) log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
+    });
+  }
+
+  if (selected('kafka-client')) {
+    if (!kenv?.ready) log(`kafka-client: skipped (${kenv?.reason ?? 'no Kafka'})`);
+    else {
+      await attempt('kafka-client', async () => {
+        const r = await benchKafkaClient(kenv.env, log);
+        log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
+      });
+    }
+  }
+
+  updateReadme(
+    `Machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}. ` +
+      `Cores: ${cores}. ${process.env.BENCH_PRIVATE_KAFKA === '1' ? 'Kafka benchmarks on a private broker (BENCH_PRIVATE_KAFKA=1). ' : ''}` +
+      `Last run took ${Math.round((Date.now() - started) / 1000)} s.`,
+  );
+  log(`bench: done in ${Math.round((Date.now() - started) / 1000)} s; table in bench/README.md`);
+  if (failed.length > 0) throw new Error(`failed: ${failed.join(', ')}`);
+}
+
+/** The per-request completion lists are large; the result files keep the summaries. */
+function strip(m: Measured) {
+  const s = (r: Measured['max']) => ({ ...r, completions: undefined });
+  return { eventsPerSec: Math.round(m.eventsPerSec), cpuUsPerEvent: m.cpuUsPerEvent, max: s(m.max), half: s(m.half), halfRuns: m.halfRuns };
+}
+
+main()
+  .finally(() => stopPrivateBroker())
+  .then(
+    () => process.exit(0),
+    (err: unknown) => {
+      process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`);
+      process.exit(1);
+    },
+  );
