@@ -4,7 +4,7 @@ import { INTAKE_GROUP } from './intake.js';
 import { conversionProblem, planIntake } from './outbox-filing.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
-import { conversion, startRig, type ForwarderRig } from './testkit.js';
+import { conversion, eventually, startRig, type ForwarderRig } from './testkit.js';
 
 describe('planIntake', () => {
   const c = conversion('ws_1');
@@ -87,22 +87,30 @@ describe('ConversionIntake', () => {
   it('a test-mode conversion never makes the live one with the same event_id look sent', async () => {
     const ws = await rig.workspace();
     expect(await rig.connect(ws)).toMatchObject({ ok: true });
+    const sentFor = async () => (await rig.received()).filter((e) => e.event_id === 'order-77');
+    const deliver = async (n: number) => {
+      await rig.platform.intake!.drain();
+      // The rig's background sender may hold the connection's send lease: wait for the delivery either way.
+      return eventually(`${n} deliveries of order-77`, async () => {
+        await rig.platform.sender!.drain(ws);
+        const got = await sentFor();
+        return got.length >= n && got;
+      });
+    };
     const test = conversion(ws, { event_id: 'order-77', key_mode: 'test', test_event_code: 'TEST1' });
     await rig.append([test]);
-    await rig.platform.intake!.drain();
-    await rig.platform.sender!.drain(ws);
+    await deliver(1);
     const live = conversion(ws, { event_id: 'order-77' });
     await rig.append([live]);
-    await rig.platform.intake!.drain();
-    await rig.platform.sender!.drain(ws);
-    const got = (await rig.received()).filter((e) => e.event_id === 'order-77');
+    const got = await deliver(2);
     expect(got).toHaveLength(2);
     expect(new Set(got.map((e) => e.test_event_code))).toEqual(new Set([null, 'TEST1']));
     // And each is still sent once: a replay of both changes nothing.
     await rig.append([test, live]);
     await rig.platform.intake!.drain();
     await rig.platform.sender!.drain(ws);
-    expect((await rig.received()).filter((e) => e.event_id === 'order-77')).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await sentFor()).toHaveLength(2);
   });
 
   it('dead-letters an unreadable record on conversions.dlq and moves on', async () => {

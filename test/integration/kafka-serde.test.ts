@@ -84,6 +84,17 @@ describe('every topic value round-trips through its Avro schema', () => {
     expect(await serde.decode(topic, bytes)).toStrictEqual(JSON.parse(JSON.stringify(value)));
   });
 
+  it('encodes records larger than its scratch buffer, and each result stands alone', async () => {
+    const big = { ...web[0], payload: { blob: 'x'.repeat(40_000) } };
+    const small = web[1];
+    const a = serde.encode(Topics.eventsRaw, big);
+    const b = serde.encode(Topics.eventsRaw, small);
+    expect(a.length).toBeGreaterThan(40_000);
+    // The second encode reused the scratch buffer: the first result must not have changed.
+    expect(await serde.decode(Topics.eventsRaw, a)).toStrictEqual(JSON.parse(JSON.stringify(big)));
+    expect(await serde.decode(Topics.eventsRaw, b)).toStrictEqual(JSON.parse(JSON.stringify(small)));
+  });
+
   it('keeps a dedupe state value small (changelog bytes per key)', () => {
     const bytes = serde.encode(Topics.dedupeState, { v: 1, live: { first_seen: Date.now(), request_id: '0f6c2d1e-8a51-4c9e-b7a4-3d2f1e0a9b8c' } });
     expect(bytes.length).toBeLessThan(60);

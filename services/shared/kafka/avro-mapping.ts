@@ -40,12 +40,26 @@ const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as
 export const envelopeMapping: TopicMapping<EventEnvelope> = {
   schemaFile: 'event-envelope.avsc',
   toAvro(e) {
-    const { payload, identifiers, session, ...rest } = e;
+    // NOTE: one literal, not `{...rest}` of a destructured object: the rest/spread pair is V8's slow path and this
+    // runs once per accepted event (bench/README.md: 5.6 → 1.5 µs).
     return {
-      ...rest,
-      identifiers: identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
-      session: session === null ? null : nullable(session, SESSION_FIELDS),
-      payload_json: JSON.stringify(payload),
+      v: e.v,
+      workspace_id: e.workspace_id,
+      key_mode: e.key_mode,
+      api_key_id: e.api_key_id,
+      request_id: e.request_id,
+      index: e.index,
+      received_at: e.received_at,
+      endpoint: e.endpoint,
+      api_version: e.api_version,
+      idempotency_key: e.idempotency_key,
+      dedupe: e.dedupe,
+      source: e.source,
+      name: e.name,
+      consent: e.consent,
+      identifiers: e.identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
+      session: e.session === null ? null : nullable(e.session, SESSION_FIELDS),
+      payload_json: JSON.stringify(e.payload),
     };
   },
   fromAvro(a) {

@@ -100,6 +100,9 @@ interface TopicCodec {
 }
 
 export class AvroSerde {
+  /** Scratch space for encode(); grows to the largest record seen. */
+  private scratch = Buffer.allocUnsafe(16 * 1024);
+
   private constructor(
     readonly registry: SchemaRegistryClient,
     private readonly codecs: ReadonlyMap<TopicName, TopicCodec>,
@@ -136,11 +139,17 @@ export class AvroSerde {
   encode(topic: TopicName, value: unknown): Buffer {
     const codec = this.codec(topic);
     const avroValue = TOPIC_MAPPINGS[topic].toAvro(value);
-    const body = codec.type.toBuffer(avroValue);
-    const header = Buffer.alloc(5);
-    header.writeUInt8(MAGIC_BYTE, 0);
-    header.writeInt32BE(codec.id, 1);
-    return Buffer.concat([header, body]);
+    // Encoded once into a reused scratch buffer after the 5-byte header, then copied out once (toBuffer + concat
+    // would allocate and copy twice per record).
+    let end = codec.type.encode(avroValue, this.scratch, 5);
+    if (end < 0) {
+      // avsc answers minus the bytes it still needed: grow and encode again.
+      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
+      end = codec.type.encode(avroValue, this.scratch, 5);
+    }
+    this.scratch.writeUInt8(MAGIC_BYTE, 0);
+    this.scratch.writeInt32BE(codec.id, 1);
+    return Buffer.from(this.scratch.subarray(0, end));
   }
 
   /**
