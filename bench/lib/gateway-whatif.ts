@@ -22,42 +22,13 @@ import type { EventEnvelope } from '../../services/shared/envelope.js';
 import { AvroSerde, schemaText } from '../../services/shared/kafka/serde.js';
 import { normaliseEvent } from '../../services/gateway/normalise.js';
 import { makeBodies } from './events.js';
+import { envelopeMapping } from '../../services/shared/kafka/avro-mapping.js';
 import { createLogger } from '../../services/shared/logger.js';
 import { NotDurableError, type EventLogProducer, type ProducedRecord } from '../../services/shared/runtime/log.js';
 import { Topics, type TopicName } from '../../services/shared/topics.js';
 
-/** events.raw's Avro form, built as one literal (see avro-mapping.ts envelopeMapping.toAvro for the meaning). */
-function envelopeToAvro(e: EventEnvelope): Record<string, unknown> {
-  const s = e.session;
-  return {
-    v: e.v,
-    workspace_id: e.workspace_id,
-    key_mode: e.key_mode,
-    api_key_id: e.api_key_id,
-    request_id: e.request_id,
-    index: e.index,
-    received_at: e.received_at,
-    endpoint: e.endpoint,
-    api_version: e.api_version,
-    idempotency_key: e.idempotency_key,
-    dedupe: e.dedupe,
-    source: e.source,
-    name: e.name,
-    consent: e.consent,
-    identifiers: e.identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
-    session:
-      s === null
-        ? null
-        : {
-            client_id: s.client_id ?? null,
-            session_id: s.session_id ?? null,
-            page_location: s.page_location ?? null,
-            page_referrer: s.page_referrer ?? null,
-            user_agent: s.user_agent ?? null,
-          },
-    payload_json: JSON.stringify(e.payload),
-  };
-}
+/** events.raw's Avro form: the service's own mapping (one literal since the what-if's change (1) landed there). */
+const envelopeToAvro = (e: EventEnvelope): Record<string, unknown> => envelopeMapping.toAvro(e) as Record<string, unknown>;
 
 /** Confluent framing + Avro body written into a shared pool; each record is a view of it (no copy). */
 class PooledEncoder {

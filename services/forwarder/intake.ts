@@ -10,9 +10,9 @@
  * An advisory lock serialises intake transactions, so on Postgres several forwarder replicas may run this loop.
  */
 import type { Db } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import type { EmbeddedLog, StoredRecord } from '../shared/runtime/embedded-log.js';
+import { commitOffset, committedOffset } from '../shared/runtime/embedded-offsets.js';
 import { Topics } from '../shared/topics.js';
 import { forwardedConversions } from './metrics.js';
 import { fileIntoOutbox, type IntakeCount } from './outbox-filing.js';
@@ -81,11 +81,7 @@ export class ConversionIntake {
     let queued = 0;
     const consumed = await db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1)', [INTAKE_LOCK]);
-      const off = await tx.query<{ offset: unknown }>(
-        'SELECT "offset" FROM consumer_offsets WHERE group_id = $1 AND topic = $2',
-        [INTAKE_GROUP, Topics.conversionsReady],
-      );
-      const from = off.rows[0] ? toNumber(off.rows[0].offset) : 0;
+      const from = await committedOffset(tx, INTAKE_GROUP, Topics.conversionsReady);
       const batch: StoredRecord<unknown>[] = await log.read(Topics.conversionsReady, from, this.deps.batchSize ?? 500, tx);
       if (batch.length === 0) return 0;
 
@@ -96,11 +92,7 @@ export class ConversionIntake {
       );
       counted.push(...filed.counted);
       queued = filed.queued;
-      await tx.query(
-        `INSERT INTO consumer_offsets (group_id, topic, "offset", updated_at) VALUES ($1, $2, $3, now())
-         ON CONFLICT (group_id, topic) DO UPDATE SET "offset" = EXCLUDED."offset", updated_at = now()`,
-        [INTAKE_GROUP, Topics.conversionsReady, batch[batch.length - 1]!.offset],
-      );
+      await commitOffset(tx, INTAKE_GROUP, Topics.conversionsReady, batch[batch.length - 1]!.offset);
       return batch.length;
     });
     for (const c of counted) forwardedConversions.inc({ workspace: c.workspace, outcome: c.outcome, code: c.code });

@@ -7,7 +7,7 @@ import { EventEmitter } from 'node:events';
 import type { Db, Sql } from '../db/db.js';
 import { toNumber } from '../db/db.js';
 import type { TopicName } from '../topics.js';
-import { NotDurableError, type EventLogProducer, type ProducedRecord } from './log.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from './log.js';
 
 interface PendingAppend {
   readonly topic: TopicName;
@@ -132,14 +132,7 @@ export class EmbeddedLog implements EventLogProducer {
   }
 
   private takeGroup(): PendingAppend[] {
-    const max = this.opts.maxGroupRecords ?? 20_000;
-    let n = 0;
-    let i = 0;
-    while (i < this.queue.length && (i === 0 || n + this.queue[i]!.records.length <= max)) {
-      n += this.queue[i]!.records.length;
-      i++;
-    }
-    return this.queue.splice(0, i);
+    return takeGroup(this.queue, this.opts.maxGroupRecords ?? 20_000);
   }
 
   /** Records of a topic after an offset, in order. */

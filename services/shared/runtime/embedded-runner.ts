@@ -6,10 +6,10 @@
  * MAX_ATTEMPTS times is dead-lettered so the stage moves on (error policy: continue with DLQ).
  */
 import type { Db, Sql } from '../db/db.js';
-import { toNumber } from '../db/db.js';
 import type { Logger } from '../logger.js';
 import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
 import { Topics, type TopicName } from '../topics.js';
+import { commitOffset, committedOffset } from './embedded-offsets.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './embedded-log.js';
 import type { ProducedRecord } from './log.js';
 import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
@@ -133,11 +133,7 @@ export class EmbeddedStageRunner<V, S> {
 
   private async committedOffset(): Promise<number> {
     if (this.offset === undefined) {
-      const r = await this.db.query<{ offset: unknown }>(
-        'SELECT "offset" FROM consumer_offsets WHERE group_id = $1 AND topic = $2',
-        [this.processor.name, this.processor.input],
-      );
-      this.offset = r.rows[0] ? toNumber(r.rows[0].offset) : 0;
+      this.offset = await committedOffset(this.db, this.processor.name, this.processor.input);
     }
     return this.offset;
   }
@@ -232,11 +228,7 @@ export class EmbeddedStageRunner<V, S> {
   }
 
   private async saveOffset(tx: Sql, offset: number): Promise<void> {
-    await tx.query(
-      `INSERT INTO consumer_offsets (group_id, topic, "offset", updated_at) VALUES ($1, $2, $3, now())
-       ON CONFLICT (group_id, topic) DO UPDATE SET "offset" = EXCLUDED."offset", updated_at = now()`,
-      [this.processor.name, this.processor.input, offset],
-    );
+    await commitOffset(tx, this.processor.name, this.processor.input, offset);
   }
 
   private deadLetter(record: StoredRecord<V>, outcome: Extract<Outcome, { type: 'dlq' }>): ProducedRecord<DeadLetter> {

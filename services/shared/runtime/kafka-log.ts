@@ -19,7 +19,7 @@ import type { AvroSerde } from '../kafka/serde.js';
 import type { Logger } from '../logger.js';
 import { kafkaProduceDuration } from '../metrics.js';
 import type { TopicName } from '../topics.js';
-import { NotDurableError, type EventLogProducer, type ProducedRecord } from './log.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from './log.js';
 
 interface PendingAppend {
   readonly topic: TopicName;
@@ -130,14 +130,7 @@ export class KafkaEventLog implements EventLogProducer {
   }
 
   private takeGroup(): PendingAppend[] {
-    const max = this.opts.maxGroupRecords ?? 5_000;
-    let n = 0;
-    let i = 0;
-    while (i < this.queue.length && (i === 0 || n + this.queue[i]!.records.length <= max)) {
-      n += this.queue[i]!.records.length;
-      i++;
-    }
-    return this.queue.splice(0, i);
+    return takeGroup(this.queue, this.opts.maxGroupRecords ?? 5_000);
   }
 
   /** Broker reachability (cached briefly): /readyz answers 503 while the broker is down. */

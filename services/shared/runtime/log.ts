@@ -24,3 +24,17 @@ export interface EventLogProducer {
   healthy(): Promise<boolean>;
   close(): Promise<void>;
 }
+
+/**
+ * Takes the next group of queued appends for one commit: whole requests, in order, up to `max` records (a single
+ * request larger than that goes alone). Both logs group-commit this way.
+ */
+export function takeGroup<P extends { readonly records: readonly unknown[] }>(queue: P[], max: number): P[] {
+  let n = 0;
+  let i = 0;
+  while (i < queue.length && (i === 0 || n + queue[i]!.records.length <= max)) {
+    n += queue[i]!.records.length;
+    i++;
+  }
+  return queue.splice(0, i);
+}
