@@ -54,7 +54,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Processor<unknown,
       const e = checked.envelope;
       const consent = consentDecision(e.consent);
 
-      const identity = await updateGraph(e, consent, ctx.sql);
+      const identity = await updateGraph(e, consent, ctx.atomically);
       const selection = await selectConversion(e, consent, ctx.sql);
       if (selection.kind === 'skip') return drop(selection.reason);
       const eventId = eventIdOf(e);

@@ -24,7 +24,7 @@ export async function processAll<S>(db: Db, processor: Processor<unknown, S>, va
       outcomes.push(
         await processor.process(
           { topic: processor.input, partition: 0, offset: String(nextOffset++), key, value, timestamp: Date.now() },
-          { sql: tx, store, now: Date.now },
+          { sql: tx, store, now: Date.now, atomically: (fn) => fn(tx) },
         ),
       );
     }

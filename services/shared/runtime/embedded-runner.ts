@@ -195,7 +195,8 @@ export class EmbeddedStageRunner<V, S> {
         else outputs.set(topic, [r]);
       };
       const store = this.processor.store ? tableStore<S>(tx, this.processor.store.name) : noStore<S>();
-      const ctx = { sql: tx, store, now: this.opts.now ?? Date.now };
+      // Already one transaction: the batch's.
+      const ctx = { sql: tx, store, now: this.opts.now ?? Date.now, atomically: <T>(fn: (sql: Sql) => Promise<T>) => fn(tx) };
       for (const stored of batch) {
         const input: InputRecord<V> = {
           topic: this.processor.input,

@@ -19,7 +19,7 @@
  * or the input cannot be decoded) are dead-lettered on events.dlq in the same transaction, and the partition moves
  * on; an outage (database, registry, broker) is never taken for a poison record: the batch is retried.
  */
-import type { Sql } from '../db/db.js';
+import type { Db } from '../db/db.js';
 import type { KafkaAdmin } from '../kafka/admin.js';
 import type { KafkaConnection } from '../kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../kafka/consumer.js';
@@ -65,8 +65,8 @@ export interface KafkaRunnerDeps<V, S> {
   readonly connection: KafkaConnection;
   readonly serde: AvroSerde;
   readonly admin: KafkaAdmin;
-  /** ctx.sql: the Postgres pool (processors' writes there are idempotent by contract). */
-  readonly sql: Sql;
+  /** ctx.sql: the Postgres pool (processors' writes there are idempotent by contract); ctx.atomically its transactions. */
+  readonly sql: Db;
   readonly processor: Processor<V, S>;
   readonly options: KafkaRunnerOptions;
 }
@@ -390,7 +390,12 @@ export class KafkaStageRunner<V, S> {
       const fork = tx?.fork();
       let outcome: Outcome;
       try {
-        outcome = await processor.process(input, { sql: this.deps.sql, now: this.now, store: fork ?? noStore<S>() });
+        outcome = await processor.process(input, {
+          sql: this.deps.sql,
+          atomically: (fn) => this.deps.sql.transaction(fn),
+          now: this.now,
+          store: fork ?? noStore<S>(),
+        });
       } catch (err) {
         lastError = err;
         continue;

@@ -51,6 +51,11 @@ export interface KeyValueStore<V> {
 export interface StageContext {
   /** SQL inside the stage's transaction (embedded) or on the pool (Kafka; writes there must be idempotent). */
   readonly sql: Sql;
+  /**
+   * Runs fn in one transaction: the stage's own (embedded), or a new one on the pool (Kafka). For state that is
+   * read and then written (the identity graph), so that consumers of different partitions cannot interleave.
+   */
+  readonly atomically: <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
   readonly now: () => number;
 }
 
