@@ -15,7 +15,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { compatibilityPartitioner, Producer, ProduceAcks } from '@platformatic/kafka';
+import { platformaticProducer } from './lib/platformatic-producer.js';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaConnection } from '../services/shared/kafka/client.js';
 import { IdempotentProducer } from '../services/shared/kafka/producer.js';
@@ -58,17 +58,7 @@ function kafkajsSender(topic: string): Sender {
 }
 
 function platformaticSender(topic: string): Sender {
-  const producer = new Producer<Buffer, Buffer, Buffer, Buffer>({
-    clientId: 'rel-platformatic',
-    bootstrapBrokers: [BROKER],
-    idempotent: true,
-    acks: ProduceAcks.ALL,
-    partitioner: compatibilityPartitioner,
-    connectTimeout: 1_000,
-    requestTimeout: 10_000,
-    retries: 2,
-    retryDelay: 100,
-  });
+  const producer = platformaticProducer('rel-platformatic', [BROKER]);
   return {
     async send(records) {
       await producer.send({ messages: records.map((r) => ({ topic, key: Buffer.from(r.key), value: r.value })) });

@@ -12,7 +12,8 @@
  * `node dist/bench/lib/gateway-whatif.js` with the service's environment; bench/gateway.ts runs it.
  */
 import avro from 'avsc';
-import { compatibilityPartitioner, Producer, ProduceAcks } from '@platformatic/kafka';
+import type { Producer } from '@platformatic/kafka';
+import { platformaticProducer } from './platformatic-producer.js';
 import { buildApp } from '../../services/app.js';
 import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js';
 import { createRateLimiter } from '../../services/gateway/rate-limit.js';
@@ -153,17 +154,7 @@ async function main(): Promise<void> {
     const e = normaliseEvent(ctx, '2026-11-01', raw, i);
     if (!encoder.encode(envelopeToAvro(e)).equals(serde.encode(Topics.eventsRaw, e))) throw new Error('the experiment encodes differently from AvroSerde');
   }
-  const producer = new Producer<Buffer, Buffer, Buffer, Buffer>({
-    clientId: 'gateway-whatif',
-    bootstrapBrokers: config.kafka.brokers,
-    idempotent: true,
-    acks: ProduceAcks.ALL,
-    partitioner: compatibilityPartitioner,
-    connectTimeout: 1_000,
-    requestTimeout: 10_000,
-    retries: 2,
-    retryDelay: 100,
-  });
+  const producer = platformaticProducer('gateway-whatif', config.kafka.brokers);
   const log = new WhatIfKafkaLog(producer, encoder);
   const rateLimit = await createRateLimiter(config, () => undefined);
   const app = await buildApp({

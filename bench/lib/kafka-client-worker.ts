@@ -12,7 +12,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import avro from 'avsc';
-import { compatibilityPartitioner, Producer, ProduceAcks } from '@platformatic/kafka';
+import { platformaticProducer } from './platformatic-producer.js';
 import { normaliseEvent } from '../../services/gateway/normalise.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
 import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
@@ -81,18 +81,7 @@ async function kafkajsSender(spec: ClientSpec): Promise<Sender> {
 }
 
 async function platformaticSender(spec: ClientSpec): Promise<Sender> {
-  const producer = new Producer<Buffer, Buffer, Buffer, Buffer>({
-    clientId: 'bench-platformatic',
-    bootstrapBrokers: spec.brokers,
-    idempotent: true,
-    acks: ProduceAcks.ALL,
-    partitioner: compatibilityPartitioner,
-    // Like kafkajs' settings in services/shared/kafka/client.ts: 1 s to connect, 10 s per request.
-    connectTimeout: 1_000,
-    requestTimeout: 10_000,
-    retries: 2,
-    retryDelay: 100,
-  });
+  const producer = platformaticProducer('bench-platformatic', spec.brokers);
   return {
     async send(batch) {
       await producer.send({ messages: batch.map((r) => ({ topic: spec.topic, key: Buffer.from(r.key), value: r.value })) });

@@ -12,6 +12,7 @@
 import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import type { EmbeddedLog, StoredRecord } from '../shared/runtime/embedded-log.js';
+import { EmbeddedConsumerLoop } from '../shared/runtime/embedded-loop.js';
 import { commitOffset, committedOffset } from '../shared/runtime/embedded-offsets.js';
 import { Topics } from '../shared/topics.js';
 import { forwardedConversions } from './metrics.js';
@@ -21,9 +22,7 @@ export const INTAKE_GROUP = 'forwarder';
 const INTAKE_LOCK = 7_312_404;
 
 export class ConversionIntake {
-  private stopped = false;
-  private readonly abort = new AbortController();
-  private running: Promise<void> | undefined;
+  private readonly loop: EmbeddedConsumerLoop;
 
   constructor(
     private readonly deps: {
@@ -36,41 +35,27 @@ export class ConversionIntake {
       readonly onQueued?: () => void;
       readonly now?: () => number;
     },
-  ) {}
-
-  start(): void {
-    this.running ??= this.run();
+  ) {
+    this.loop = new EmbeddedConsumerLoop({
+      log: deps.log,
+      topic: Topics.conversionsReady,
+      step: () => this.step(),
+      idleWaitMs: deps.idleWaitMs,
+      onError: (err) => deps.logger.error({ err }, 'forwarder intake failed; retrying'),
+    });
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    this.abort.abort();
-    await this.running;
+  start(): void {
+    this.loop.start();
+  }
+
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Files everything there is into the outbox (tests, shutdown). Returns how many records it consumed. */
-  async drain(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const n = await this.step();
-      if (n === 0) return total;
-      total += n;
-    }
-  }
-
-  private async run(): Promise<void> {
-    let backoff = 100;
-    while (!this.stopped) {
-      try {
-        const n = await this.step();
-        backoff = 100;
-        if (n === 0) await this.deps.log.waitForAppend(Topics.conversionsReady, this.deps.idleWaitMs ?? 500, this.abort.signal);
-      } catch (err) {
-        this.deps.logger.error({ err }, 'forwarder intake failed; retrying');
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, 5_000);
-      }
-    }
+  drain(): Promise<number> {
+    return this.loop.drain();
   }
 
   /** One batch in one transaction. Returns how many conversions.ready records it consumed. */

@@ -9,6 +9,7 @@ import type { Db, Sql } from '../db/db.js';
 import type { Logger } from '../logger.js';
 import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
 import { Topics, type TopicName } from '../topics.js';
+import { EmbeddedConsumerLoop } from './embedded-loop.js';
 import { commitOffset, committedOffset } from './embedded-offsets.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './embedded-log.js';
 import type { ProducedRecord } from './log.js';
@@ -69,55 +70,36 @@ export interface RunnerOptions {
 export class EmbeddedStageRunner<V, S> {
   private offset: number | undefined;
   private lastPurge = 0;
-  private readonly abort = new AbortController();
-  private loop: Promise<void> | undefined;
+  private readonly loop: EmbeddedConsumerLoop;
 
   constructor(
     private readonly db: Db,
     private readonly log: EmbeddedLog,
     private readonly processor: Processor<V, S>,
     private readonly opts: RunnerOptions,
-  ) {}
+  ) {
+    this.loop = new EmbeddedConsumerLoop({
+      log,
+      topic: processor.input,
+      step: () => this.step(),
+      between: () => this.purgeIfDue(),
+      idleWaitMs: opts.idleWaitMs,
+      onError: (err) => opts.logger.error({ err, stage: processor.name }, 'stage batch failed; retrying'),
+    });
+  }
 
   start(): void {
-    this.loop ??= this.run();
+    this.loop.start();
   }
 
   /** Finishes the batch in flight, then stops. */
-  async stop(): Promise<void> {
-    this.abort.abort();
-    await this.loop;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** Processes until the input is drained (tests and shutdown). Returns the number of records handled. */
-  async drain(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const n = await this.step();
-      if (n === 0) return total;
-      total += n;
-    }
-  }
-
-  private async run(): Promise<void> {
-    const { logger } = this.opts;
-    let backoff = 100;
-    while (!this.abort.signal.aborted) {
-      try {
-        await this.purgeIfDue();
-        const n = await this.step();
-        backoff = 100;
-        if (n === 0) await this.log.waitForAppend(this.processor.input, this.opts.idleWaitMs ?? 500, this.abort.signal);
-        // NOTE: the embedded store runs on this thread and its queries resolve as microtasks, so a busy stage would
-        // never let the event loop reach I/O. Yield once per batch: requests get parsed and their appends queue
-        // for the store before this stage's next transaction.
-        else await new Promise((r) => setImmediate(r));
-      } catch (err) {
-        logger.error({ err, stage: this.processor.name }, 'stage batch failed; retrying');
-        await new Promise((r) => setTimeout(r, backoff));
-        backoff = Math.min(backoff * 2, 5_000);
-      }
-    }
+  drain(): Promise<number> {
+    return this.loop.drain();
   }
 
   /** Purges the store between batches (never concurrently with one), at most every purgeIntervalMs. */

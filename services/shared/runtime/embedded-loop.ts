@@ -1,0 +1,65 @@
+/**
+ * The consumer loop over the embedded log, for whatever consumes a topic batch by batch (the stage runner, the
+ * forwarder's intake): step until the input is drained, then wait for an append (or `idleWaitMs`); back off on
+ * errors (100 ms doubling to 5 s); yield to the event loop between batches.
+ */
+import type { TopicName } from '../topics.js';
+import type { EmbeddedLog } from './embedded-log.js';
+
+export interface LoopOptions {
+  readonly log: EmbeddedLog;
+  readonly topic: TopicName;
+  /** One batch; returns how many input records it consumed. */
+  readonly step: () => Promise<number>;
+  /** Housekeeping between batches (never concurrent with one). */
+  readonly between?: () => Promise<void>;
+  readonly idleWaitMs?: number;
+  readonly onError: (err: unknown) => void;
+}
+
+export class EmbeddedConsumerLoop {
+  private readonly abort = new AbortController();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly opts: LoopOptions) {}
+
+  start(): void {
+    this.running ??= this.run();
+  }
+
+  /** Finishes the batch in flight, then stops. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.running;
+  }
+
+  /** Steps until the input is drained (tests and shutdown). Returns the number of records consumed. */
+  async drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = await this.opts.step();
+      if (n === 0) return total;
+      total += n;
+    }
+  }
+
+  private async run(): Promise<void> {
+    let backoff = 100;
+    while (!this.abort.signal.aborted) {
+      try {
+        await this.opts.between?.();
+        const n = await this.opts.step();
+        backoff = 100;
+        if (n === 0) await this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal);
+        // NOTE: the embedded store runs on this thread and its queries resolve as microtasks, so a busy consumer
+        // would never let the event loop reach I/O. Yield once per batch: requests get parsed and their appends
+        // queue for the store before the next transaction.
+        else await new Promise((r) => setImmediate(r));
+      } catch (err) {
+        this.opts.onError(err);
+        await new Promise((r) => setTimeout(r, backoff));
+        backoff = Math.min(backoff * 2, 5_000);
+      }
+    }
+  }
+}
