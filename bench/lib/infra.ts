@@ -4,9 +4,10 @@
  * `bash infra/local/up.sh` (idempotent; ~30 s on a fresh clone, 0.2 s when up) and infra/local/.env.
  * Each benchmark gets a database of its own and a consumer group prefix of its own.
  */
+import { readEnvFile } from '../../services/shared/env-file.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -20,15 +21,6 @@ export interface KafkaEnv {
   readonly ready: boolean;
   readonly reason?: string;
   readonly env: Record<(typeof NAMES)[number], string>;
-}
-
-function parseEnvFile(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line.trim());
-    if (m) out[m[1]!] = m[2]!;
-  }
-  return out;
 }
 
 export async function kafkaEnv(log: (l: string) => void): Promise<KafkaEnv> {
@@ -85,7 +77,7 @@ async function sharedKafkaEnv(log: (l: string) => void): Promise<KafkaEnv> {
     log(`infra: up.sh failed: ${e.message}\n${(e.stderr ?? '').slice(-2000)}`);
     return { ready: false, reason: `infra/local/up.sh failed: ${e.message.split('\n')[0]}`, env: empty };
   }
-  const file = parseEnvFile(readFileSync(join(REPO_ROOT, 'infra', 'local', '.env'), 'utf8'));
+  const file = readEnvFile(join(REPO_ROOT, 'infra', 'local', '.env'));
   if (!NAMES.every((n) => file[n])) return { ready: false, reason: 'infra/local/.env is incomplete', env: empty };
   log(`infra: ready in ${Date.now() - started} ms`);
   return { ready: true, env: { KAFKA_BROKERS: file.KAFKA_BROKERS!, SCHEMA_REGISTRY_URL: file.SCHEMA_REGISTRY_URL!, DATABASE_URL: file.DATABASE_URL! } };

@@ -98,29 +98,22 @@ const OTHER_ID = 2;
 
 /** One key mode's markers: fingerprint → (first_seen, request_id). */
 export class MarkerTable {
-  private capacity: number;
-  private mask: number;
+  private capacity = 0;
+  private mask = 0;
   private count = 0;
-  private fpA: Uint32Array;
-  private fpB: Uint32Array;
-  private fpC: Uint32Array;
-  private firstSeen: Float64Array;
-  private requestIds: Uint8Array;
-  private kind: Uint8Array;
+  private fpA!: Uint32Array;
+  private fpB!: Uint32Array;
+  private fpC!: Uint32Array;
+  private firstSeen!: Float64Array;
+  private requestIds!: Uint8Array;
+  private kind!: Uint8Array;
   /** Request ids that are not canonical UUIDs (tests, other producers), by fingerprint `a:b`. */
   private readonly otherIds = new Map<string, string>();
 
   constructor(initialCapacity = 1024) {
     let c = 16;
     while (c < initialCapacity) c *= 2;
-    this.capacity = c;
-    this.mask = c - 1;
-    this.fpA = new Uint32Array(c);
-    this.fpB = new Uint32Array(c);
-    this.fpC = new Uint32Array(c);
-    this.firstSeen = new Float64Array(c);
-    this.requestIds = new Uint8Array(c * 16);
-    this.kind = new Uint8Array(c);
+    this.allocate(c);
   }
 
   get size(): number {
@@ -222,9 +215,8 @@ export class MarkerTable {
     this.requestIds.copyWithin(to * 16, from * 16, from * 16 + 16);
   }
 
-  private grow(): void {
-    const old = { fpA: this.fpA, fpB: this.fpB, fpC: this.fpC, firstSeen: this.firstSeen, requestIds: this.requestIds, kind: this.kind, capacity: this.capacity };
-    const c = this.capacity * 2;
+  /** Empty columns for `c` slots (a power of two). */
+  private allocate(c: number): void {
     this.capacity = c;
     this.mask = c - 1;
     this.fpA = new Uint32Array(c);
@@ -233,6 +225,11 @@ export class MarkerTable {
     this.firstSeen = new Float64Array(c);
     this.requestIds = new Uint8Array(c * 16);
     this.kind = new Uint8Array(c);
+  }
+
+  private grow(): void {
+    const old = { fpA: this.fpA, fpB: this.fpB, fpC: this.fpC, firstSeen: this.firstSeen, requestIds: this.requestIds, kind: this.kind, capacity: this.capacity };
+    this.allocate(this.capacity * 2);
     for (let s = 0; s < old.capacity; s++) {
       if (old.kind[s] === EMPTY) continue;
       let i = old.fpA[s]! & this.mask;

@@ -7,9 +7,9 @@
  *  - unique workspace ids, and a consumer group prefix of their own (the topics are shared and keep their data
  *    between runs: a new group is started at the current end of its topics, see startGroupsAtEnd).
  */
+import { readEnvFile } from '../../services/shared/env-file.js';
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
@@ -39,15 +39,6 @@ declare module 'vitest' {
 
 const NAMES = ['KAFKA_BROKERS', 'SCHEMA_REGISTRY_URL', 'DATABASE_URL'] as const;
 
-function parseEnvFile(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(line.trim());
-    if (m) out[m[1]!] = m[2]!;
-  }
-  return out;
-}
-
 /** The services' addresses: from the environment when all three are given, else from infra/local/up.sh. */
 export async function ensureInfra(env: Record<string, string | undefined> = process.env): Promise<InfraEnv> {
   if (NAMES.every((n) => env[n])) {
@@ -64,7 +55,7 @@ export async function ensureInfra(env: Record<string, string | undefined> = proc
     const e = err as { stderr?: string; message: string };
     throw new Error(`infra/local/up.sh failed: ${e.message}\n${e.stderr ?? ''}`);
   }
-  const file = parseEnvFile(readFileSync(join(REPO_ROOT, 'infra', 'local', '.env'), 'utf8'));
+  const file = readEnvFile(join(REPO_ROOT, 'infra', 'local', '.env'));
   for (const n of NAMES) if (!file[n]) throw new Error(`infra/local/.env has no ${n}`);
   process.stderr.write(`[infra] local Kafka, registry and Postgres ready in ${Date.now() - started} ms\n`);
   return { KAFKA_BROKERS: file.KAFKA_BROKERS!, SCHEMA_REGISTRY_URL: file.SCHEMA_REGISTRY_URL!, DATABASE_URL: file.DATABASE_URL! };
