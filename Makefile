@@ -19,7 +19,7 @@ typecheck: $(STAMP)
 
 ## The whole service on the embedded default (no Kafka, Postgres or registry needed). Ready at GET /readyz.
 run: build
-	exec node dist/services/main.js
+	exec node dist/services/compose/main.js
 
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
 test: build
@@ -36,11 +36,11 @@ bench: build
 	node dist/bench/run.js
 
 demo: build
-	node dist/services/demo.js
+	node dist/services/compose/demo.js
 
 clean:
 	rm -rf dist
 
 ## Regenerates docs/openapi.json from the routes (a test fails when it is stale).
 openapi: build
-	node dist/services/openapi-cli.js
+	node dist/services/bin/openapi.js

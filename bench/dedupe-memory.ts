@@ -1,7 +1,7 @@
 /**
  * dedupe-memory: bytes of state per dedupe key at 1 million keys, as the Kafka runtime holds them in memory (the store
  * of a partition, restored from the changelog events.dedupe-state):
- *  - generic: shared/runtime/kafka-store.ts PartitionStore<DedupeState> (what the runtime used first; the baseline);
+ *  - generic: stream/store.ts PartitionStore<DedupeState> (what the runtime used first; the baseline);
  *  - compact: services/dedupe/compact-store.ts CompactDedupeStore (what the dedupe stage uses on Kafka).
  * Each store is measured in a process of its own (node --expose-gc): heapUsed + arrayBuffers after a full GC, before
  * and after restoring 1M changelog records. Keys are `ws_<16 base62>:idem-<uuid>` over 200 workspaces; values are
@@ -17,7 +17,7 @@ import { CompactDedupeStore } from '../services/dedupe/compact-store.js';
 import type { DedupeState } from '../services/dedupe/seen-marker.js';
 import { dedupeStateMapping } from '../services/shared/kafka/avro-mapping.js';
 import { schemaText } from '../services/shared/kafka/serde.js';
-import { PartitionStore } from '../services/shared/runtime/kafka-store.js';
+import { PartitionStore } from '../services/stream/store.js';
 import { Topics } from '../services/shared/topics.js';
 import { DIST, SERVER_CPU, spawnChild } from './lib/proc.js';
 import { round, type BenchResult } from './lib/results.js';
@@ -124,7 +124,7 @@ export async function benchDedupeMemory(log: (l: string) => void): Promise<Array
       met: compact.bytesPerKey < 150,
       notes:
         `value: services/dedupe/compact-store.ts CompactDedupeStore, the store the Kafka runtime keeps dedupe's markers in (processor.store.partitionStore); ` +
-        `baseline: the generic in-memory store (shared/runtime/kafka-store.ts PartitionStore, used before; ${round(generic.bytesPerKey, 1)} B/key: over the target). ${KEYS.toLocaleString('en-US')} keys ws_<16>:idem-<uuid>, Avro-decoded values (a request id per 100 keys, 2% with a test marker too); ` +
+        `baseline: the generic in-memory store (stream/store.ts PartitionStore, used before; ${round(generic.bytesPerKey, 1)} B/key: over the target). ${KEYS.toLocaleString('en-US')} keys ws_<16>:idem-<uuid>, Avro-decoded values (a request id per 100 keys, 2% with a test marker too); ` +
         `heapUsed + arrayBuffers after full GCs, one process per store. The compact store's table is a power-of-two open-addressing table at load ≤ 0.75, so bytes/key varies ` +
         `between ~49 and ~99 with the key count (1M keys: load 0.48); 37 bytes per slot. Restore ${Math.round(compact.restoreNsPerKey)} vs ${Math.round(generic.restoreNsPerKey)} ns/key (including the Avro decode), ` +
         `get ${Math.round(compact.getNsPerKey)} vs ${Math.round(generic.getNsPerKey)} ns.`,

@@ -14,7 +14,7 @@
 import avro from 'avsc';
 import type { Producer } from '@platformatic/kafka';
 import { platformaticProducer } from './platformatic-producer.js';
-import { buildApp } from '../../services/app.js';
+import { buildApp } from '../../services/compose/app.js';
 import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js';
 import { createRateLimiter } from '../../services/gateway/rate-limit.js';
 import { loadConfig } from '../../services/shared/config.js';
@@ -25,7 +25,7 @@ import { normaliseEvent } from '../../services/gateway/normalise.js';
 import { makeBodies } from './events.js';
 import { envelopeMapping } from '../../services/shared/kafka/avro-mapping.js';
 import { createLogger } from '../../services/shared/logger.js';
-import { NotDurableError, type EventLogProducer, type ProducedRecord } from '../../services/shared/runtime/log.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord } from '../../services/stream/log.js';
 import { Topics, type TopicName } from '../../services/shared/topics.js';
 
 /** events.raw's Avro form: the service's own mapping (one literal since the what-if's change (1) landed there). */

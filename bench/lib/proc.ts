@@ -1,5 +1,5 @@
 /**
- * Child processes of the bench: the service (node dist/services/main.js, as an operator runs it), the platform
+ * Child processes of the bench: the service (node dist/services/compose/main.js, as an operator runs it), the platform
  * sandbox, the bare-Fastify baseline and the load generator, each pinned to a core with taskset when it exists.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -103,7 +103,7 @@ export interface ServiceStart {
   readonly dataDir?: string;
   /** Extra node flags (e.g. --cpu-prof). */
   readonly nodeArgs?: readonly string[];
-  /** Entry script (default dist/services/main.js). */
+  /** Entry script (default dist/services/compose/main.js). */
   readonly entry?: string;
   readonly readyTimeoutMs?: number;
 }
@@ -121,7 +121,7 @@ export async function startServiceChild(opts: ServiceStart): Promise<ServiceChil
     LOG_LEVEL: 'warn',
     ...opts.env,
   };
-  const child = spawnChild(opts.cpu, [process.execPath, ...(opts.nodeArgs ?? []), opts.entry ?? join(DIST, 'services', 'main.js')], env);
+  const child = spawnChild(opts.cpu, [process.execPath, ...(opts.nodeArgs ?? []), opts.entry ?? join(DIST, 'services', 'compose', 'main.js')], env);
   const url = `http://127.0.0.1:${port}`;
   await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, child, 'service', opts.readyTimeoutMs ?? 90_000);
   return { ...child, url, dataDir };

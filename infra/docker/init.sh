@@ -9,9 +9,9 @@ REPO_ROOT="$(cd "$INFRA/.." && pwd)"
 DC=(docker compose -f "$INFRA/docker-compose.yml")
 
 cd "$REPO_ROOT"
-if [[ ! -f dist/services/shared/topics-cli.js ]]; then npx --no-install tsc -p tsconfig.json || true; fi
+if [[ ! -f dist/services/bin/topics.js ]]; then npx --no-install tsc -p tsconfig.json || true; fi
 
-node dist/services/shared/topics-cli.js | while read -r name parts cfgs; do
+node dist/services/bin/topics.js | while read -r name parts cfgs; do
   [[ -n "$name" ]] || continue
   args=(--bootstrap-server kafka:29092 --create --if-not-exists --topic "$name" --partitions "$parts" --replication-factor 1)
   if [[ -n "${cfgs:-}" ]]; then IFS=',' read -ra cs <<<"$cfgs"; for c in "${cs[@]}"; do args+=(--config "$c"); done; fi
@@ -26,8 +26,8 @@ curl -fsS -X PUT -H 'Content-Type: application/vnd.schemaregistry.v1+json' \
   --data '{"compatibility":"BACKWARD"}' http://127.0.0.1:18081/apis/ccompat/v7/config >/dev/null
 
 DATABASE_URL=postgres://postgres@127.0.0.1:15432/events
-if [[ -f dist/services/shared/db/migrate-cli.js ]]; then
-  DATABASE_URL=$DATABASE_URL node dist/services/shared/db/migrate-cli.js
+if [[ -f dist/services/bin/migrate.js ]]; then
+  DATABASE_URL=$DATABASE_URL node dist/services/bin/migrate.js
 fi
 
 cat >"$INFRA/local/.env" <<ENV

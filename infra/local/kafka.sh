@@ -7,7 +7,7 @@
 #   kafka.sh stop                stop (data kept: `stop` then `start` is a broker restart)
 #   kafka.sh restart
 #   kafka.sh status              exit 0 when running and ready
-#   kafka.sh topics              create the service's topics (from dist/services/shared/topics-cli.js)
+#   kafka.sh topics              create the service's topics (from dist/services/bin/topics.js)
 #   kafka.sh warmup              once per fresh broker: load internal topics, check a transaction
 #   kafka.sh tool CLASS ARGS...  run a Kafka tool class, e.g.
 #       kafka.sh tool org.apache.kafka.tools.TopicCommand --bootstrap-server 127.0.0.1:19092 --list
@@ -176,14 +176,14 @@ tool() { # class args...
     -cp "$(classpath)" "$@"
 }
 
-# Topics: `name partitions k=v;k=v` lines from the service's own topics-cli. Only missing topics are
+# Topics: `name partitions k=v;k=v` lines from the service's own bin/topics.js. Only missing topics are
 # created (TopicCommand --create --if-not-exists, RF 1); configs of existing topics are left alone.
 cmd_topics() {
   ready || die "kafka: not running (start it first)"
   ensure_dist
-  local cli="$REPO_ROOT/dist/services/shared/topics-cli.js" spec sum existing name parts cfgs args c out created=0
+  local cli="$REPO_ROOT/dist/services/bin/topics.js" spec sum existing name parts cfgs args c out created=0
   [[ -f "$cli" ]] || die "kafka: $cli missing (build failed?)"
-  spec="$(cd "$REPO_ROOT" && node "$cli")" || die "kafka: topics-cli failed"
+  spec="$(cd "$REPO_ROOT" && node "$cli")" || die "kafka: bin/topics.js failed"
   sum="$(printf '%s\n%s\n' "$KAFKA_PORT" "$spec" | sha256sum | cut -c1-16)"
   if [[ -f "$TOPICS_MARK" && "$(cat "$TOPICS_MARK")" == "$sum" ]]; then
     log "kafka: topics already created ($(grep -c . <<<"$spec") topics)"

@@ -157,7 +157,7 @@ require_port_free() { # port name
 # Compile the TypeScript CLIs (topics, migrations) when dist/ is missing or older than their sources.
 ensure_dist() {
   local need=0 src js
-  for src in services/shared/topics-cli.ts services/shared/topics.ts services/shared/db/migrate-cli.ts; do
+  for src in services/bin/topics.ts services/shared/topics.ts services/bin/migrate.ts; do
     [[ -f "$REPO_ROOT/$src" ]] || continue
     js="$REPO_ROOT/dist/${src%.ts}.js"
     if [[ ! -f "$js" || "$REPO_ROOT/$src" -nt "$js" ]]; then need=1; fi

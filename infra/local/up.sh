@@ -53,12 +53,12 @@ fi
 
 # Migrations (the service's own CLI; skipped while it does not exist yet).
 ensure_dist
-MIGRATE="$REPO_ROOT/dist/services/shared/db/migrate-cli.js"
+MIGRATE="$REPO_ROOT/dist/services/bin/migrate.js"
 if [[ -f "$MIGRATE" ]]; then
-  log "migrations: node dist/services/shared/db/migrate-cli.js"
+  log "migrations: node dist/services/bin/migrate.js"
   (cd "$REPO_ROOT" && DATABASE_URL="$DATABASE_URL" node "$MIGRATE" >&2) || die "migrations failed"
 else
-  log "migrations: skipped (dist/services/shared/db/migrate-cli.js not found)"
+  log "migrations: skipped (dist/services/bin/migrate.js not found)"
 fi
 
 "$LOCAL_DIR/registry.sh" wait

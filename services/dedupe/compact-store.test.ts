@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { DAY, T0, fromA, fromB } from '../../test/helpers/envelopes.js';
 import { envelopeKey } from '../shared/envelope.js';
-import type { KeyValueStore, Outcome } from '../shared/runtime/types.js';
+import type { KeyValueStore, Outcome } from '../stream/contract.js';
 import { CompactDedupeStore, MarkerTable, fingerprint } from './compact-store.js';
 import { createDedupeProcessor } from './processor.js';
 import type { DedupeState } from './seen-marker.js';

@@ -1,7 +1,7 @@
 /**
  * A compact in-memory store for dedupe's first-seen markers (DedupeState, seen-marker.ts), for the Kafka runtime,
  * where the store of each partition lives in memory, restored from the compacted changelog. The generic store
- * (shared/runtime/kafka-store.ts PartitionStore: a Map of key string → decoded object) costs ~330 bytes per key; this
+ * (stream/store.ts PartitionStore: a Map of key string → decoded object) costs ~330 bytes per key; this
  * one ~80 at 1M keys (49–99 with the table's load; bench/README.md, dedupe-memory): ~4× the keys per process.
  *
  * Layout: one open-addressing hash table (linear probing, power-of-two capacity, load ≤ 0.75, backward-shift
@@ -23,8 +23,8 @@
  * bounded by the topic's retention instead of tombstones (see the API notes for the runtime in bench/README.md).
  */
 import type { KeyMode } from '../shared/envelope.js';
-import { StoreTransaction } from '../shared/runtime/kafka-store.js';
-import type { KeyValueStore } from '../shared/runtime/types.js';
+import { StoreTransaction } from '../stream/store.js';
+import type { KeyValueStore } from '../stream/contract.js';
 import type { DedupeState, SeenMarker } from './seen-marker.js';
 
 /** A key's 96-bit fingerprint: three independent 32-bit hashes (murmur3-style mixing of UTF-16 code units). */
@@ -323,7 +323,7 @@ export class CompactDedupeStore implements KeyValueStore<DedupeState> {
     this.write(key, live || test ? { v: 1, ...(live ? { live } : {}), ...(test ? { test } : {}) } : null);
   }
 
-  // ---- PartitionStore's interface (shared/runtime/kafka-store.ts), so the Kafka runner can hold one per partition ----
+  // ---- PartitionStore's interface (stream/store.ts), so the Kafka runner can hold one per partition ----
 
   /** A batch's writes, visible to its own reads at once, applied after its Kafka transaction committed. */
   begin(): StoreTransaction<DedupeState> {

@@ -6,7 +6,7 @@
  */
 import { envelopeKey } from '../shared/envelope.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
-import { dlq, drop, ok, type Processor } from '../shared/runtime/types.js';
+import { dlq, drop, ok, type Processor } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { CompactDedupeStore } from './compact-store.js';
 import { judge, type DedupeState } from './seen-marker.js';

@@ -10,7 +10,7 @@ import { conversionKey } from '../shared/conversion.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { eventIdOf } from '../shared/event-id.js';
 import type { ForwardingSetup } from '../shared/forwarding-setup.js';
-import { dlq, drop, ok, type Processor } from '../shared/runtime/types.js';
+import { dlq, drop, ok, type Processor } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { consentDecision } from './consent.js';
 import { IdentityGraphRepo } from './identity/graph-repo.js';

@@ -11,9 +11,9 @@
  */
 import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
-import type { EmbeddedLog, StoredRecord } from '../shared/runtime/embedded-log.js';
-import { EmbeddedConsumerLoop } from '../shared/runtime/embedded-loop.js';
-import { commitOffset, committedOffset } from '../shared/runtime/embedded-offsets.js';
+import type { EmbeddedLog, StoredRecord } from '../stream/embedded/log.js';
+import { EmbeddedConsumerLoop } from '../stream/embedded/loop.js';
+import { commitOffset, committedOffset } from '../stream/embedded/offsets.js';
 import { Topics } from '../shared/topics.js';
 import { forwardedConversions } from './metrics.js';
 import { fileIntoOutbox, type IntakeCount } from './outbox-filing.js';

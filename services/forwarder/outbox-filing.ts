@@ -6,7 +6,7 @@
  */
 import type { ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
-import { appendInTransaction } from '../shared/runtime/embedded-log.js';
+import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
 import type { ConnectionStatus } from './connection-repo.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';

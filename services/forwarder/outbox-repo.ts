@@ -7,7 +7,7 @@
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import { conversionKey, type PlatformEventRecord } from '../shared/conversion.js';
-import { appendInTransaction } from '../shared/runtime/embedded-log.js';
+import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
 
 /** A conversion waiting in the outbox. */

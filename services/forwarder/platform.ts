@@ -13,7 +13,7 @@ import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { randomBase62 } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import type { EmbeddedLog } from '../shared/runtime/embedded-log.js';
+import type { EmbeddedLog } from '../stream/embedded/log.js';
 import { ConnectionRepo } from './connection-repo.js';
 import { ConversionIntake } from './intake.js';
 import { OAuthFlow } from './oauth-flow.js';

@@ -10,7 +10,7 @@ import { conversionKey, type ConversionReady, type PlatformEventRecord } from '.
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import { silentLogger, type Logger } from '../shared/logger.js';
-import { EmbeddedLog } from '../shared/runtime/embedded-log.js';
+import { EmbeddedLog } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
 import { newId } from '../shared/ids.js';
 import type { CallbackResult } from './oauth-flow.js';

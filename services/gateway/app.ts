@@ -1,6 +1,6 @@
 /** The ingestion gateway: endpoints A and B behind the deadline, API-key auth and per-workspace rate limits. */
 import type { FastifyInstance } from 'fastify';
-import type { EventLogProducer } from '../shared/runtime/log.js';
+import type { EventLogProducer } from '../stream/log.js';
 import type { ApiKeyVerifier } from './auth/api-key-verifier.js';
 import { registerIngestAuth } from './auth/hook.js';
 import { registerDeadline } from './deadline.js';

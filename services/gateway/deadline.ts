@@ -5,7 +5,7 @@
  */
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { NotDurableError } from '../shared/runtime/log.js';
+import { NotDurableError } from '../stream/log.js';
 import { IngestError } from './problems.js';
 
 declare module 'fastify' {

@@ -5,7 +5,7 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { eventsIngested } from '../shared/metrics.js';
-import { NotDurableError } from '../shared/runtime/log.js';
+import { NotDurableError } from '../stream/log.js';
 import { IngestError, PROBLEMS, problemDocument, type ProblemKey } from './problems.js';
 
 export type ErrorVariant = 'problem' | 'sgtm';

@@ -13,7 +13,7 @@ import { createPlatformSide, type PlatformSide } from '../../services/forwarder/
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
 import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
-import { startService, type RunningService } from '../../services/service.js';
+import { startService, type RunningService } from '../../services/compose/service.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
 import { conversionKey, type ConversionReady } from '../../services/shared/conversion.js';
 import { silentLogger } from '../../services/shared/logger.js';

@@ -1,5 +1,5 @@
 /**
- * The ingestion interface as a new user meets it: the real service process (`node dist/services/main.js`, as
+ * The ingestion interface as a new user meets it: the real service process (`node dist/services/compose/main.js`, as
  * `make run` starts it), the admin API over HTTP, the spec's example requests, the raw log in DATA_DIR, metrics,
  * graceful shutdown, and a bad configuration.
  */
@@ -117,7 +117,7 @@ describe('configuration errors', () => {
     ['SERVICE_ROLE', { SERVICE_ROLE: 'everything' }],
     ['CREDENTIALS_KEY', { CREDENTIALS_KEY: 'c2hvcnQ=' }],
   ])('a bad %s fails the start with one line naming it', (variable, env) => {
-    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'main.js')], {
+    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js')], {
       env: { PATH: process.env.PATH, ...env },
       encoding: 'utf8',
       timeout: 20_000,

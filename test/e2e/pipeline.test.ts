@@ -1,5 +1,5 @@
 /**
- * End to end through the running service (node dist/services/main.js, built first): events posted over HTTP to
+ * End to end through the running service (node dist/services/compose/main.js, built first): events posted over HTTP to
  * both endpoints come out of conversions.ready as exactly the expected platform records.
  */
 import { existsSync } from 'node:fs';
@@ -27,7 +27,7 @@ const post = async (path: string, key: string, body: unknown, headers: Record<st
 };
 
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
   svc = await startServiceProcess();
   admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
   ws = (await admin.createWorkspace('e2e-pipeline')).id;

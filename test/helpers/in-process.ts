@@ -3,14 +3,14 @@
  * no sleeps. The store, log and limiter are the real ones.
  */
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../services/app.js';
+import { buildApp } from '../../services/compose/app.js';
 import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js';
 import { createRateLimiter } from '../../services/gateway/rate-limit.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
 import type { Db } from '../../services/shared/db/db.js';
 import { openDatabase } from '../../services/shared/db/open.js';
 import { silentLogger } from '../../services/shared/logger.js';
-import { EmbeddedLog } from '../../services/shared/runtime/embedded-log.js';
+import { EmbeddedLog } from '../../services/stream/embedded/log.js';
 
 export const ADMIN = 'test-admin-token-0123456789';
 

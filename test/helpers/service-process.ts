@@ -1,5 +1,5 @@
 /**
- * Starts the real service as a child process (`node dist/services/main.js`, built by `make test`), the way an
+ * Starts the real service as a child process (`node dist/services/compose/main.js`, built by `make test`), the way an
  * operator runs it, and talks to it over HTTP. Used by e2e and reliability tests (kill -9, restarts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -47,7 +47,7 @@ export async function startServiceProcess(opts: StartOptions = {}): Promise<Serv
     LOG_LEVEL: 'warn',
     ...opts.env,
   };
-  const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'main.js')], {
+  const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js')], {
     env,
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,8 +4,8 @@
  */
 import type { Db } from '../../services/shared/db/db.js';
 import { envelopeKey, type EventEnvelope } from '../../services/shared/envelope.js';
-import { tableStore } from '../../services/shared/runtime/embedded-runner.js';
-import type { KeyValueStore, Outcome, Processor } from '../../services/shared/runtime/types.js';
+import { tableStore } from '../../services/stream/embedded/runner.js';
+import type { KeyValueStore, Outcome, Processor } from '../../services/stream/contract.js';
 
 let nextOffset = 1;
 

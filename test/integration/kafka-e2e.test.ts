@@ -1,5 +1,5 @@
 /**
- * End to end on the Kafka runtime: the built service (node dist/services/main.js) on the real broker, registry and
+ * End to end on the Kafka runtime: the built service (node dist/services/compose/main.js) on the real broker, registry and
  * Postgres; HTTP in, conversions received by the platform sandbox. Two service processes (every role) share the
  * stages' consumer groups; in mid-stream one is killed with SIGKILL and a third one is added. Every event the
  * gateways accepted (202) becomes exactly one conversion and one sent-ledger row and reaches the platform; the only
@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { receivedBySandbox, SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import type { ConversionReady } from '../../services/shared/conversion.js';
-import { STAGE_GROUP_HEADER } from '../../services/shared/runtime/kafka-runner.js';
+import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';

@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../services/shared/envelope.js';
-import { STAGE_GROUP_HEADER } from '../../services/shared/runtime/kafka-runner.js';
+import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
 import { webEvent } from '../helpers/factories.js';

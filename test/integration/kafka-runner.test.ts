@@ -10,10 +10,10 @@ import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/proce
 import type { EventEnvelope } from '../../services/shared/envelope.js';
 import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
 import { silentLogger } from '../../services/shared/logger.js';
-import { KafkaEventLog } from '../../services/shared/runtime/kafka-log.js';
-import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/shared/runtime/kafka-runner.js';
+import { KafkaEventLog } from '../../services/stream/kafka/log.js';
+import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import type { ReadRecord } from '../../services/shared/kafka/reader.js';
-import { drop, ok, type DeadLetter, type Processor } from '../../services/shared/runtime/types.js';
+import { drop, ok, type DeadLetter, type Processor } from '../../services/stream/contract.js';
 import { Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
 import { fromA, keyed } from '../helpers/envelopes.js';

@@ -13,7 +13,7 @@ import { conversion } from '../../services/forwarder/testkit.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
 import { AvroSerde, schemasDir, schemaText, subjectOf, UndecodableRecordError } from '../../services/shared/kafka/serde.js';
 import { silentLogger } from '../../services/shared/logger.js';
-import type { DeadLetter } from '../../services/shared/runtime/types.js';
+import type { DeadLetter } from '../../services/stream/contract.js';
 import { Topics, type TopicName } from '../../services/shared/topics.js';
 import { sgtmEvent, webEvent } from '../helpers/factories.js';
 import { fromA, fromB } from '../helpers/envelopes.js';

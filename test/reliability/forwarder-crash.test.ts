@@ -1,5 +1,5 @@
 /**
- * kill -9 of the running service (node dist/services/main.js) while it forwards: after a restart on the same data
+ * kill -9 of the running service (node dist/services/compose/main.js) while it forwards: after a restart on the same data
  * directory every conversion reaches the platform, no conversion recorded in the sent ledger is sent again, and
  * the only resends are of the batch that was on the wire at the kill (same event_ids, which the platform dedups).
  */
@@ -10,7 +10,7 @@ import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP 
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { conversionKey } from '../../services/shared/conversion.js';
 import { openPglite } from '../../services/shared/db/pglite.js';
-import { EmbeddedLog } from '../../services/shared/runtime/embedded-log.js';
+import { EmbeddedLog } from '../../services/stream/embedded/log.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
 import { REPO_ROOT, TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
@@ -22,7 +22,7 @@ let sandbox: RunningSandbox;
 const running: ServiceProcess[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
   sandbox = await startSandbox({ port: 0 });
 });
 afterAll(async () => {

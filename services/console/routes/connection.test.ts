@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../app.js';
+import { buildApp } from '../../compose/app.js';
 import { createPlatformSide } from '../../forwarder/platform.js';
 import { conversion, startRig, type ForwarderRig } from '../../forwarder/testkit.js';
 import { loadConfig } from '../../shared/config.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { buildApp } from '../../app.js';
+import { buildApp } from '../../compose/app.js';
 import { loadConfig } from '../../shared/config.js';
 import type { Db } from '../../shared/db/db.js';
 import { openDatabase } from '../../shared/db/open.js';

@@ -1,7 +1,7 @@
 /** Step 3: conversion-level dedup on event_id (see conversion-ids.ts), with a periodic purge of old claims. */
 import type { Sql } from '../../shared/db/db.js';
 import type { EventEnvelope } from '../../shared/envelope.js';
-import type { InputRecord } from '../../shared/runtime/types.js';
+import type { InputRecord } from '../../stream/contract.js';
 import { claimEventId, purgeConversionIds } from '../conversion-ids.js';
 import { scopeOf } from '../scope.js';
 

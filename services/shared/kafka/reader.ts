@@ -1,5 +1,5 @@
 /**
- * Reads a topic from given offsets up to its end, decoded, read_committed: what an operator's tool (decode-cli.ts)
+ * Reads a topic from given offsets up to its end, decoded, read_committed: what an operator's tool (services/bin/decode.ts)
  * and the integration tests need. A throw-away consumer group (`<prefix>reader-<random>`) is positioned at the start
  * offsets, consumes until its position reaches the end offsets measured when the read started, and is deleted.
  */

@@ -7,7 +7,7 @@ import type { ValidateFunction } from 'ajv';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { envelopeKey, type Endpoint, type EventEnvelope } from '../../../shared/envelope.js';
 import { eventsIngested, logAppendDuration } from '../../../shared/metrics.js';
-import type { EventLogProducer } from '../../../shared/runtime/log.js';
+import type { EventLogProducer } from '../../../stream/log.js';
 import { Topics } from '../../../shared/topics.js';
 import type { RequestContext } from '../../normalise.js';
 import { IngestError } from '../../problems.js';

@@ -1,6 +1,6 @@
 /** The Kafka runtime's per-partition store: restore, transactions and forks, retention and what it owes tombstones. */
 import { describe, expect, it } from 'vitest';
-import { PartitionStore } from './kafka-store.js';
+import { PartitionStore } from './store.js';
 
 const HOUR = 3600_000;
 

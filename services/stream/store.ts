@@ -8,7 +8,7 @@
  * each (also for those already expired when the changelog was restored), so the changelog shrinks by compaction too. Entries are kept in write order (a write moves its key to the
  * end), so finding the expired ones looks only at the oldest.
  */
-import type { KeyValueStore } from './types.js';
+import type { KeyValueStore } from './contract.js';
 
 interface Entry<S> {
   readonly value: S;

@@ -4,9 +4,9 @@
  * rows by primary key in chunks, so a purge never scans a whole topic nor holds the store for long. Compacted
  * topics (the dedupe changelog) are not stored in the embedded log; state lives in state_store.
  */
-import type { Db } from '../db/db.js';
-import type { Logger } from '../logger.js';
-import { TOPIC_SPECS, type TopicSpec } from '../topics.js';
+import type { Db } from '../../shared/db/db.js';
+import type { Logger } from '../../shared/logger.js';
+import { TOPIC_SPECS, type TopicSpec } from '../../shared/topics.js';
 
 const CHUNK = 5_000;
 

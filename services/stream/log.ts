@@ -1,4 +1,4 @@
-import type { TopicName } from '../topics.js';
+import type { TopicName } from '../shared/topics.js';
 
 export interface ProducedRecord<V = unknown> {
   readonly key: string;

@@ -6,10 +6,10 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { loadConfig } from './shared/config.js';
-import { silentLogger } from './shared/logger.js';
-import { repoRoot } from './shared/repo-root.js';
-import { startService } from './service.js';
+import { loadConfig } from '../shared/config.js';
+import { silentLogger } from '../shared/logger.js';
+import { repoRoot } from '../shared/repo-root.js';
+import { startService } from '../compose/service.js';
 
 export async function generateOpenApi(): Promise<string> {
   const config = loadConfig({

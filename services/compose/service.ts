@@ -4,19 +4,19 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
-import { forwardingRoutes } from './console/routes/forwarding.js';
-import { pipelineRoutes } from './console/routes/pipeline.js';
-import { createPlatformSide, type PlatformSide } from './forwarder/platform.js';
-import { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
-import { createRateLimiter } from './gateway/rate-limit.js';
+import { forwardingRoutes } from '../console/routes/forwarding.js';
+import { pipelineRoutes } from '../console/routes/pipeline.js';
+import { createPlatformSide, type PlatformSide } from '../forwarder/platform.js';
+import { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
+import { createRateLimiter } from '../gateway/rate-limit.js';
 import { pipelineStages } from './pipeline.js';
-import type { Config, ServiceRole } from './shared/config.js';
-import { resolveCredentialsKey } from './shared/credentials-key.js';
-import type { Db } from './shared/db/db.js';
-import { openDatabase } from './shared/db/open.js';
-import type { Logger } from './shared/logger.js';
-import type { EmbeddedLog } from './shared/runtime/embedded-log.js';
-import { openRuntime, type StageRunner } from './shared/runtime/select.js';
+import type { Config, ServiceRole } from '../shared/config.js';
+import { resolveCredentialsKey } from '../shared/credentials-key.js';
+import type { Db } from '../shared/db/db.js';
+import { openDatabase } from '../shared/db/open.js';
+import type { Logger } from '../shared/logger.js';
+import type { EmbeddedLog } from '../stream/embedded/log.js';
+import { openRuntime, type StageRunner } from './runtime.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;

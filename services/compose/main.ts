@@ -1,11 +1,11 @@
 /**
- * Process entry: `node dist/services/main.js`. Reads the config (fails in one line naming a bad variable),
+ * Process entry: `node dist/services/compose/main.js`. Reads the config (fails in one line naming a bad variable),
  * starts the roles of SERVICE_ROLE, listens, and on SIGTERM/SIGINT stops taking requests, finishes in-flight
  * work and exits 0.
  */
-import { ConfigError, loadConfig } from './shared/config.js';
-import { createLogger } from './shared/logger.js';
-import { startMetricsServer } from './shared/metrics-server.js';
+import { ConfigError, loadConfig } from '../shared/config.js';
+import { createLogger } from '../shared/logger.js';
+import { startMetricsServer } from '../shared/metrics-server.js';
 import { startService } from './service.js';
 
 let config;

@@ -6,14 +6,14 @@
  * after the broker acknowledged; a crash in between publishes some letters twice (at least once: a dead-letter
  * reader keys on workspace:event_id). A transaction-scoped advisory lock lets one replica relay at a time.
  */
-import type { Db } from '../db/db.js';
-import { toNumber } from '../db/db.js';
-import type { KafkaConnection } from '../kafka/client.js';
-import { IdempotentProducer } from '../kafka/producer.js';
-import type { AvroSerde } from '../kafka/serde.js';
-import type { Logger } from '../logger.js';
-import { kafkaProduceDuration } from '../metrics.js';
-import { Topics } from '../topics.js';
+import type { Db } from '../../shared/db/db.js';
+import { toNumber } from '../../shared/db/db.js';
+import type { KafkaConnection } from '../../shared/kafka/client.js';
+import { IdempotentProducer } from '../../shared/kafka/producer.js';
+import type { AvroSerde } from '../../shared/kafka/serde.js';
+import type { Logger } from '../../shared/logger.js';
+import { kafkaProduceDuration } from '../../shared/metrics.js';
+import { Topics } from '../../shared/topics.js';
 
 export const RELAY_GROUP = 'kafka-dlq-relay';
 const RELAY_LOCK = 7_312_405;

@@ -3,9 +3,9 @@
  * and returns an outcome; it knows nothing of Kafka or of the embedded log. The runtimes (embedded-runner.ts, and
  * the Kafka runtime) own reading, state stores, the atomic commit of outputs + state + offset, and dead-lettering.
  */
-import type { Sql } from '../db/db.js';
-import type { TopicName } from '../topics.js';
-import type { PartitionStateStore } from './kafka-store.js';
+import type { Sql } from '../shared/db/db.js';
+import type { TopicName } from '../shared/topics.js';
+import type { PartitionStateStore } from './store.js';
 
 export interface InputRecord<V> {
   readonly topic: TopicName;

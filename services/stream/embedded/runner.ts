@@ -5,15 +5,15 @@
  * is processed twice. A batch whose transaction fails is retried record by record; a record that fails alone
  * MAX_ATTEMPTS times is dead-lettered so the stage moves on (error policy: continue with DLQ).
  */
-import type { Db, Sql } from '../db/db.js';
-import type { Logger } from '../logger.js';
-import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
-import { Topics, type TopicName } from '../topics.js';
-import { EmbeddedConsumerLoop } from './embedded-loop.js';
-import { commitOffset, committedOffset } from './embedded-offsets.js';
-import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './embedded-log.js';
-import type { ProducedRecord } from './log.js';
-import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
+import type { Db, Sql } from '../../shared/db/db.js';
+import type { Logger } from '../../shared/logger.js';
+import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../../shared/metrics.js';
+import { Topics, type TopicName } from '../../shared/topics.js';
+import { EmbeddedConsumerLoop } from './loop.js';
+import { commitOffset, committedOffset } from './offsets.js';
+import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
+import type { ProducedRecord } from '../log.js';
+import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from '../contract.js';
 
 const MAX_ATTEMPTS = 3;
 

@@ -12,14 +12,14 @@
  * absorbed. (Endpoint B without Idempotency-Key has no key to dedupe on: enrich's event_id claim absorbs a second
  * copy of a conversion.) Sends are bounded by a few retries so an outage fails them instead of piling them up.
  */
-import type { KafkaAdmin } from '../kafka/admin.js';
-import type { KafkaConnection } from '../kafka/client.js';
-import { IdempotentProducer, type OutgoingRecord } from '../kafka/producer.js';
-import type { AvroSerde } from '../kafka/serde.js';
-import type { Logger } from '../logger.js';
-import { kafkaProduceDuration } from '../metrics.js';
-import type { TopicName } from '../topics.js';
-import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from './log.js';
+import type { KafkaAdmin } from '../../shared/kafka/admin.js';
+import type { KafkaConnection } from '../../shared/kafka/client.js';
+import { IdempotentProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
+import type { AvroSerde } from '../../shared/kafka/serde.js';
+import type { Logger } from '../../shared/logger.js';
+import { kafkaProduceDuration } from '../../shared/metrics.js';
+import type { TopicName } from '../../shared/topics.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from '../log.js';
 
 interface PendingAppend {
   readonly topic: TopicName;

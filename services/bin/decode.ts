@@ -4,22 +4,22 @@
  * as written (e.g. `payload_json` as text), whatever version wrote it. One JSON line per record, read_committed.
  *
  *   set -a; . infra/local/.env; set +a
- *   node dist/services/shared/kafka/decode-cli.js <topic> [--last N] [--from-beginning] [--key-prefix PREFIX]
+ *   node dist/services/bin/decode.js <topic> [--last N] [--from-beginning] [--key-prefix PREFIX]
  *
  * Default: the last 10 records of every partition. Tombstones print value null.
  */
-import { loadConfig } from '../config.js';
-import { silentLogger } from '../logger.js';
-import { TOPIC_SPECS } from '../topics.js';
-import { KafkaAdmin } from './admin.js';
-import { KafkaConnection } from './client.js';
-import { readTopicRaw } from './reader.js';
-import { SchemaRegistryClient } from './serde.js';
+import { loadConfig } from '../shared/config.js';
+import { silentLogger } from '../shared/logger.js';
+import { TOPIC_SPECS } from '../shared/topics.js';
+import { KafkaAdmin } from '../shared/kafka/admin.js';
+import { KafkaConnection } from '../shared/kafka/client.js';
+import { readTopicRaw } from '../shared/kafka/reader.js';
+import { SchemaRegistryClient } from '../shared/kafka/serde.js';
 
 function usage(message?: string): never {
   if (message) process.stderr.write(`${message}\n`);
   process.stderr.write(
-    `usage: decode-cli.js <topic> [--last N | --from-beginning] [--key-prefix PREFIX]\ntopics: ${TOPIC_SPECS.map((t) => t.name).join(', ')}\n`,
+    `usage: bin/decode.js <topic> [--last N | --from-beginning] [--key-prefix PREFIX]\ntopics: ${TOPIC_SPECS.map((t) => t.name).join(', ')}\n`,
   );
   process.exit(2);
 }

@@ -4,19 +4,19 @@
  */
 import swagger from '@fastify/swagger';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { adminPlugin } from './console/app.js';
-import type { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
-import { gatewayPlugin } from './gateway/app.js';
-import { registerErrorHandling } from './gateway/errors.js';
-import { problemPages } from './gateway/problem-pages.js';
-import type { WorkspaceRateLimiter } from './gateway/rate-limit.js';
-import { LIMITS } from './gateway/validation/limits.js';
-import type { Config } from './shared/config.js';
-import type { Db } from './shared/db/db.js';
-import { newRequestId } from './shared/ids.js';
-import type { Logger } from './shared/logger.js';
-import { httpDuration, httpRequests } from './shared/metrics.js';
-import type { EventLogProducer } from './shared/runtime/log.js';
+import { adminPlugin } from '../console/app.js';
+import type { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
+import { gatewayPlugin } from '../gateway/app.js';
+import { registerErrorHandling } from '../gateway/errors.js';
+import { problemPages } from '../gateway/problem-pages.js';
+import type { WorkspaceRateLimiter } from '../gateway/rate-limit.js';
+import { LIMITS } from '../gateway/validation/limits.js';
+import type { Config } from '../shared/config.js';
+import type { Db } from '../shared/db/db.js';
+import { newRequestId } from '../shared/ids.js';
+import type { Logger } from '../shared/logger.js';
+import { httpDuration, httpRequests } from '../shared/metrics.js';
+import type { EventLogProducer } from '../stream/log.js';
 
 export interface AppDeps {
   readonly config: Config;

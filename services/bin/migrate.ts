@@ -1,8 +1,8 @@
-/** `DATABASE_URL=postgres://… node dist/services/shared/db/migrate-cli.js`: applies pending migrations. */
-import { loadConfig } from '../config.js';
-import { migrate } from './migrate.js';
-import { openPostgres } from './postgres.js';
-import { openPglite } from './pglite.js';
+/** `DATABASE_URL=postgres://… node dist/services/bin/migrate.js`: applies pending migrations. */
+import { loadConfig } from '../shared/config.js';
+import { migrate } from '../shared/db/migrate.js';
+import { openPostgres } from '../shared/db/postgres.js';
+import { openPglite } from '../shared/db/pglite.js';
 import { join } from 'node:path';
 
 const config = loadConfig();

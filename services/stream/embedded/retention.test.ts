@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Db } from '../db/db.js';
-import { openDatabase } from '../db/open.js';
-import { Topics } from '../topics.js';
-import { purgeExpired } from './embedded-retention.js';
+import type { Db } from '../../shared/db/db.js';
+import { openDatabase } from '../../shared/db/open.js';
+import { Topics } from '../../shared/topics.js';
+import { purgeExpired } from './retention.js';
 
 let db: Db;
 beforeAll(async () => {

@@ -3,8 +3,8 @@
  * forwarder's intake): step until the input is drained, then wait for an append (or `idleWaitMs`); back off on
  * errors (100 ms doubling to 5 s); yield to the event loop between batches.
  */
-import type { TopicName } from '../topics.js';
-import type { EmbeddedLog } from './embedded-log.js';
+import type { TopicName } from '../../shared/topics.js';
+import type { EmbeddedLog } from './log.js';
 
 export interface LoopOptions {
   readonly log: EmbeddedLog;

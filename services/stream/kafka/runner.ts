@@ -19,13 +19,13 @@
  * or the input cannot be decoded) are dead-lettered on events.dlq in the same transaction, and the partition moves
  * on; an outage (database, registry, broker) is never taken for a poison record: the batch is retried.
  */
-import type { Db } from '../db/db.js';
-import type { KafkaAdmin } from '../kafka/admin.js';
-import type { KafkaConnection } from '../kafka/client.js';
-import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../kafka/consumer.js';
-import { TransactionalProducer, type OutgoingRecord } from '../kafka/producer.js';
-import { UndecodableRecordError, type AvroSerde } from '../kafka/serde.js';
-import type { Logger } from '../logger.js';
+import type { Db } from '../../shared/db/db.js';
+import type { KafkaAdmin } from '../../shared/kafka/admin.js';
+import type { KafkaConnection } from '../../shared/kafka/client.js';
+import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
+import { TransactionalProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
+import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
+import type { Logger } from '../../shared/logger.js';
 import {
   consumerLag,
   kafkaProduceDuration,
@@ -35,10 +35,10 @@ import {
   stateStorePurged,
   stateStoreRestored,
   stateStoreRestoreDuration,
-} from '../metrics.js';
-import { Topics, type TopicName } from '../topics.js';
-import { PartitionStore, StoreTransaction, type PartitionStateStore } from './kafka-store.js';
-import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from './types.js';
+} from '../../shared/metrics.js';
+import { Topics, type TopicName } from '../../shared/topics.js';
+import { PartitionStore, StoreTransaction, type PartitionStateStore } from '../store.js';
+import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from '../contract.js';
 
 const MAX_ATTEMPTS = 3;
 

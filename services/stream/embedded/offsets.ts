@@ -1,6 +1,6 @@
 /** Committed positions of the embedded log's consumer groups (table consumer_offsets), read and written in SQL. */
-import { toNumber, type Sql } from '../db/db.js';
-import type { TopicName } from '../topics.js';
+import { toNumber, type Sql } from '../../shared/db/db.js';
+import type { TopicName } from '../../shared/topics.js';
 
 /** The group's committed offset on the topic (0: nothing consumed yet). */
 export async function committedOffset(sql: Sql, group: string, topic: TopicName): Promise<number> {

@@ -6,23 +6,23 @@
  * On Kafka each stage runs where SERVICE_ROLE says (`dedupe`, `enrich`, `forwarder`; `all` runs every role), one
  * consumer group per stage, so N processes with the same role share the stage's partitions.
  */
-import type { PlatformSide } from '../../forwarder/platform.js';
-import { KafkaConversionIntake } from '../../forwarder/kafka-intake.js';
-import type { AnyProcessor } from '../../pipeline.js';
-import type { Config, ServiceRole } from '../config.js';
-import type { Db } from '../db/db.js';
-import { KafkaAdmin } from '../kafka/admin.js';
-import { KafkaConnection } from '../kafka/client.js';
-import { AvroSerde } from '../kafka/serde.js';
-import type { Logger } from '../logger.js';
-import { TOPIC_SPECS } from '../topics.js';
-import { EmbeddedLog } from './embedded-log.js';
-import { startRetention } from './embedded-retention.js';
-import { EmbeddedStageRunner } from './embedded-runner.js';
-import { KafkaStageRunner } from './kafka-runner.js';
-import { DeadLetterRelay } from './kafka-dlq-relay.js';
-import { KafkaEventLog } from './kafka-log.js';
-import type { EventLogProducer } from './log.js';
+import type { PlatformSide } from '../forwarder/platform.js';
+import { KafkaConversionIntake } from '../forwarder/kafka-intake.js';
+import type { AnyProcessor } from './pipeline.js';
+import type { Config, ServiceRole } from '../shared/config.js';
+import type { Db } from '../shared/db/db.js';
+import { KafkaAdmin } from '../shared/kafka/admin.js';
+import { KafkaConnection } from '../shared/kafka/client.js';
+import { AvroSerde } from '../shared/kafka/serde.js';
+import type { Logger } from '../shared/logger.js';
+import { TOPIC_SPECS } from '../shared/topics.js';
+import { EmbeddedLog } from '../stream/embedded/log.js';
+import { startRetention } from '../stream/embedded/retention.js';
+import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
+import { KafkaStageRunner } from '../stream/kafka/runner.js';
+import { DeadLetterRelay } from '../stream/kafka/dlq-relay.js';
+import { KafkaEventLog } from '../stream/kafka/log.js';
+import type { EventLogProducer } from '../stream/log.js';
 
 export interface StageRunner {
   start(): void | Promise<void>;

@@ -4,10 +4,10 @@
  * and go together in the next one, so durability costs one commit per group, not per request.
  */
 import { EventEmitter } from 'node:events';
-import type { Db, Sql } from '../db/db.js';
-import { toNumber } from '../db/db.js';
-import type { TopicName } from '../topics.js';
-import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from './log.js';
+import type { Db, Sql } from '../../shared/db/db.js';
+import { toNumber } from '../../shared/db/db.js';
+import type { TopicName } from '../../shared/topics.js';
+import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from '../log.js';
 
 interface PendingAppend {
   readonly topic: TopicName;

@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { generateOpenApi } from './openapi-cli.js';
-import { repoRoot } from './shared/repo-root.js';
+import { generateOpenApi } from '../bin/openapi.js';
+import { repoRoot } from '../shared/repo-root.js';
 
 const CONTRACT_ROUTES = [
   'POST /v1/events',

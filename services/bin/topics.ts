@@ -1,5 +1,5 @@
 /** Prints one line per topic: `name partitions key=value;key=value` (used by infra/local scripts to create topics). */
-import { TOPIC_SPECS } from './topics.js';
+import { TOPIC_SPECS } from '../shared/topics.js';
 
 for (const t of TOPIC_SPECS) {
   // ';' between configs: a value may hold commas (cleanup.policy=compact,delete).
