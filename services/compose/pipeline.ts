@@ -1,18 +1,22 @@
 /**
- * The order of the pipeline's stages, in one place. Each stage is a processor (see shared/runtime/types.ts);
- * the runtimes drive them: events.raw → dedupe → events.deduped → enrich → conversions.ready → forwarder.
+ * The order of the pipeline's stages, in one place. Each stage is a batch processor (stream/contract.ts); the
+ * runtimes drive them: events.raw → dedupe → events.deduped → enrich → conversions.ready → forwarder (intake into
+ * the outbox; the sender forwards from there).
  */
 import { createDedupeProcessor } from '../dedupe/processor.js';
 import { createEnrichProcessor } from '../enrich/processor.js';
-import type { Processor } from '../stream/contract.js';
+import type { AnyStage } from '../stream/contract.js';
 
 export interface PipelineDeps {
   readonly dedupeWindowMs: number;
+  /** The forwarder's intake stage, when this process has the platform side's forwarder role. */
+  readonly forwarderIntake?: AnyStage;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export type AnyProcessor = Processor<any, any>;
-
-export function pipelineStages(deps: PipelineDeps): AnyProcessor[] {
-  return [createDedupeProcessor({ windowMs: deps.dedupeWindowMs }), createEnrichProcessor()];
+export function pipelineStages(deps: PipelineDeps): AnyStage[] {
+  return [
+    createDedupeProcessor({ windowMs: deps.dedupeWindowMs }),
+    createEnrichProcessor(),
+    ...(deps.forwarderIntake ? [deps.forwarderIntake] : []),
+  ];
 }

@@ -6,9 +6,7 @@
  * On Kafka each stage runs where SERVICE_ROLE says (`dedupe`, `enrich`, `forwarder`; `all` runs every role), one
  * consumer group per stage, so N processes with the same role share the stage's partitions.
  */
-import type { PlatformSide } from '../forwarder/platform.js';
-import { KafkaConversionIntake } from '../forwarder/kafka-intake.js';
-import type { AnyProcessor } from './pipeline.js';
+import type { AnyStage, StageRunner } from '../stream/contract.js';
 import type { Config, ServiceRole } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { KafkaAdmin } from '../shared/kafka/admin.js';
@@ -24,11 +22,6 @@ import { DeadLetterRelay } from '../stream/kafka/dlq-relay.js';
 import { KafkaEventLog } from '../stream/kafka/log.js';
 import type { EventLogProducer } from '../stream/log.js';
 
-export interface StageRunner {
-  start(): void | Promise<void>;
-  stop(): Promise<void>;
-}
-
 export interface PipelineRuntime {
   readonly kind: 'embedded' | 'kafka';
   /** What the gateway appends to (on Kafka: undefined when this process does not run the gateway role). */
@@ -36,8 +29,8 @@ export interface PipelineRuntime {
   /** The log in the database: the embedded runtime's topics; on Kafka only the forwarder's dead-letter outbox. */
   readonly log: EmbeddedLog;
   readonly runners: readonly StageRunner[];
-  /** Starts the stages (and, on Kafka, the forwarder's intake and dead-letter relay); `platform` is not started yet. */
-  start(platform: PlatformSide): Promise<void>;
+  /** Starts the stages (and, on Kafka, the dead-letter relay). */
+  start(): Promise<void>;
   /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
   closeProducer(): Promise<void>;
   /** Stops the stages (batches in flight finish) and disconnects. */
@@ -50,7 +43,7 @@ export interface RuntimeDeps {
   readonly config: Config;
   readonly db: Db;
   readonly logger: Logger;
-  readonly stages: () => AnyProcessor[];
+  readonly stages: () => AnyStage[];
 }
 
 export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
@@ -70,7 +63,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     log,
     runners,
     async start() {
-      for (const r of runners) r.start();
+      for (const r of runners) await r.start();
       // The process that runs the stages also keeps the log within its topics' retention.
       if (runners.length > 0) retention = startRetention(db, logger);
     },
@@ -105,7 +98,6 @@ async function openKafkaRuntime(
         new KafkaStageRunner({ connection, serde, admin, sql: db, processor, options: { logger: log } }) as StageRunner,
     );
   const forwarder = runs(config.role, 'forwarder');
-  let intake: KafkaConversionIntake | undefined;
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
 
@@ -114,22 +106,15 @@ async function openKafkaRuntime(
     producer: gateway,
     log: embeddedLog,
     runners,
-    async start(platform) {
+    async start() {
       for (const r of runners) await r.start();
-      if (forwarder) {
-        // On Kafka conversions.ready is a Kafka topic: KafkaConversionIntake files it into the platform side's
-        // outbox (service.ts built the platform side without its embedded intake).
-        intake = new KafkaConversionIntake({ connection, serde, db, logger: log, onQueued: () => platform.sender?.wake() });
-        await intake.start();
-        relay?.start();
-      }
+      relay?.start();
     },
     async closeProducer() {
       await gateway?.close();
     },
     async close() {
       await Promise.all(runners.map((r) => r.stop()));
-      await intake?.stop();
       await relay?.stop();
       await admin.close();
     },

@@ -15,8 +15,9 @@ import { resolveCredentialsKey } from '../shared/credentials-key.js';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import type { Logger } from '../shared/logger.js';
+import type { StageRunner } from '../stream/contract.js';
 import type { EmbeddedLog } from '../stream/embedded/log.js';
-import { openRuntime, type StageRunner } from './runtime.js';
+import { openRuntime } from './runtime.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -34,22 +35,25 @@ const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === '
 export async function startService(config: Config, logger: Logger, opts: { inMemoryDb?: boolean } = {}): Promise<RunningService> {
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb });
   const credentialsKey = resolveCredentialsKey(config.credentialsKey, config.dataDir, logger);
-  // The embedded default or Kafka (shared/runtime/select.ts): the gateway's log and the stage runners.
-  const runtime = await openRuntime({ config, db, logger, stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs }) });
-  const log = runtime.log;
   const platform = createPlatformSide({
     config,
     db,
-    log,
     credentialsKey,
     logger,
-    embeddedIntake: runtime.kind === 'embedded',
     roles: {
       forwarder: runs(config.role, 'forwarder'),
       refresher: runs(config.role, 'refresher'),
       console: runs(config.role, 'console'),
     },
   });
+  // The embedded default or Kafka (runtime.ts): the gateway's log and the stage runners, the forwarder's intake among them.
+  const runtime = await openRuntime({
+    config,
+    db,
+    logger,
+    stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: platform.intake }),
+  });
+  const log = runtime.log;
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
   );
@@ -71,7 +75,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
     publicExtensions: [...platform.publicExtensions],
   });
-  await runtime.start(platform);
+  await runtime.start();
   platform.start();
 
   return {

@@ -84,10 +84,10 @@ describe('CompactDedupeStore with the dedupe processor', () => {
     const out: string[] = [];
     let offset = 0;
     for (const value of envelopes) {
-      const o: Outcome = await dedupe.process(
-        { topic: dedupe.input, partition: 0, offset: String(offset++), key: envelopeKey(value as never), value, timestamp: T0 },
+      const [o] = (await dedupe.processBatch(
+        [{ topic: dedupe.input, partition: 0, offset: String(offset++), key: envelopeKey(value as never), value, timestamp: T0 }],
         { sql: undefined as never, store, now: () => T0 },
-      );
+      )) as [Outcome];
       out.push(o.type === 'ok' ? 'ok' : `${o.type}:${o.reason}`);
     }
     return out;
@@ -95,7 +95,11 @@ describe('CompactDedupeStore with the dedupe processor', () => {
   /** The reference: the generic in-memory store (a Map of the values as put). */
   const mapStore = (): KeyValueStore<DedupeState> => {
     const m = new Map<string, DedupeState>();
-    return { get: async (k) => m.get(k), put: async (k, v) => void m.set(k, v) };
+    return {
+      get: async (k) => m.get(k),
+      getMany: async (keys) => new Map(keys.flatMap((k) => (m.has(k) ? [[k, m.get(k)!] as const] : []))),
+      put: async (k, v) => void m.set(k, v),
+    };
   };
 
   it('gives the same verdicts as a Map store on mixed traffic (A and B, live and test, repeats, same request)', async () => {

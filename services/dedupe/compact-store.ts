@@ -300,6 +300,15 @@ export class CompactDedupeStore implements KeyValueStore<DedupeState> {
     return this.read(key);
   }
 
+  async getMany(keys: readonly string[]): Promise<Map<string, DedupeState>> {
+    const out = new Map<string, DedupeState>();
+    for (const k of keys) {
+      const v = this.read(k);
+      if (v !== undefined) out.set(k, v);
+    }
+    return out;
+  }
+
   async put(key: string, value: DedupeState): Promise<void> {
     this.write(key, value);
   }

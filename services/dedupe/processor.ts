@@ -6,7 +6,7 @@
  */
 import { envelopeKey } from '../shared/envelope.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
-import { dlq, drop, ok, type Processor } from '../stream/contract.js';
+import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { CompactDedupeStore } from './compact-store.js';
 import { judge, type DedupeState } from './seen-marker.js';
@@ -20,7 +20,7 @@ export interface DedupeDeps {
   readonly windowMs: number;
 }
 
-export function createDedupeProcessor(deps: DedupeDeps): Processor<unknown, DedupeState> {
+export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeState> {
   return {
     name: DEDUPE_STAGE,
     input: Topics.eventsRaw,
@@ -31,25 +31,35 @@ export function createDedupeProcessor(deps: DedupeDeps): Processor<unknown, Dedu
       // ~80 bytes a key instead of ~330 (bench/README.md, dedupe-memory).
       partitionStore: () => new CompactDedupeStore(deps.windowMs),
     },
-    async process(record, ctx) {
-      const checked = checkEnvelope(record.value);
-      if (!checked.ok) return dlq('invalid_envelope', checked.reason);
-      const e = checked.envelope;
-      const pass = ok({ topic: Topics.eventsDeduped, key: record.key, value: e });
-      // Endpoint B without Idempotency-Key: nothing to dedupe here; enrich dedupes on the derived event_id.
-      if (!e.dedupe) return pass;
-      // The store key is the partition key itself, so the state co-partitions with events.raw.
-      const storeKey = envelopeKey(e);
-      const verdict = judge(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
-      switch (verdict.kind) {
-        case 'duplicate':
-          return drop(verdict.reason);
-        case 'same_request':
-          return pass;
-        case 'first':
-          await ctx.store.put(storeKey, verdict.next);
-          return pass;
+    async processBatch(records, ctx) {
+      const checked = records.map((r) => checkEnvelope(r.value));
+      // The store key is the partition key itself, so the state co-partitions with events.raw. One read for the batch.
+      await ctx.store.getMany(checked.flatMap((c) => (c.ok && c.envelope.dedupe ? [envelopeKey(c.envelope)] : [])));
+      const outcomes: Outcome[] = [];
+      for (let i = 0; i < records.length; i++) {
+        const c = checked[i]!;
+        if (!c.ok) {
+          outcomes.push(dlq('invalid_envelope', c.reason));
+          continue;
+        }
+        const e = c.envelope;
+        const pass = ok({ topic: Topics.eventsDeduped, key: records[i]!.key, value: e });
+        // Endpoint B without Idempotency-Key: nothing to dedupe here; enrich dedupes on the derived event_id.
+        if (!e.dedupe) {
+          outcomes.push(pass);
+          continue;
+        }
+        const storeKey = envelopeKey(e);
+        // Reads see this batch's earlier writes: first seen wins inside one batch too.
+        const verdict = judge(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
+        if (verdict.kind === 'duplicate') {
+          outcomes.push(drop(verdict.reason));
+          continue;
+        }
+        if (verdict.kind === 'first') await ctx.store.put(storeKey, verdict.next);
+        outcomes.push(pass);
       }
+      return outcomes;
     },
   };
 }

@@ -5,8 +5,9 @@ import { openDatabase } from '../shared/db/open.js';
 import { silentLogger } from '../shared/logger.js';
 import { registry } from '../shared/metrics.js';
 import { EmbeddedLog } from '../stream/embedded/log.js';
-import { EmbeddedStageRunner, purgeStore } from '../stream/embedded/runner.js';
-import type { Processor } from '../stream/contract.js';
+import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
+import { purgeStore } from '../stream/embedded/table-store.js';
+import type { InputRecord, Stage } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { webEvent } from '../../test/helpers/factories.js';
 import { DAY, fromA, keyed } from '../../test/helpers/envelopes.js';
@@ -34,18 +35,17 @@ const counter = async (stage: string, outcome: string, reason: string): Promise<
 describe('dedupe on the embedded runner', () => {
   it('writes first-seen envelopes to events.deduped once each, counts duplicates, and survives a failed batch', async () => {
     const inner = createDedupeProcessor({ windowMs: 7 * DAY });
-    // Fails the first time it meets the 3rd record: the batch rolls back whole and is redone record by record.
+    // Fails the first time a batch holds run-c: the attempt rolls back whole and the batch is bisected.
     let failed = false;
-    let seen = 0;
-    const flaky: Processor<unknown, any> = {
+    const flaky: Stage<unknown, any> = {
       ...inner,
       name: 'dedupe-flaky',
-      async process(record, ctx) {
-        if (++seen === 3 && !failed) {
+      async processBatch(records, ctx) {
+        if (!failed && records.some((r: InputRecord<any>) => r.value.idempotency_key === 'run-c')) {
           failed = true;
           throw new Error('injected');
         }
-        return inner.process(record, ctx);
+        return inner.processBatch(records, ctx);
       },
     };
     const events = fromA(
@@ -67,12 +67,12 @@ describe('dedupe on the embedded runner', () => {
 
   it('dead-letters a record that fails alone, with the stage and the reason, and moves on', async () => {
     const inner = createDedupeProcessor({ windowMs: 7 * DAY });
-    const poison: Processor<unknown, any> = {
+    const poison: Stage<unknown, any> = {
       ...inner,
       name: 'dedupe-poison',
-      async process(record, ctx) {
-        if ((record.value as any).idempotency_key === 'poison') throw new Error('cannot handle this');
-        return inner.process(record, ctx);
+      async processBatch(records, ctx) {
+        if (records.some((r: InputRecord<any>) => r.value.idempotency_key === 'poison')) throw new Error('cannot handle this');
+        return inner.processBatch(records, ctx);
       },
     };
     const before = (await rows(Topics.eventsDlq)).length;
@@ -122,7 +122,7 @@ describe('dedupe on the embedded runner', () => {
     const proc = { ...createDedupeProcessor({ windowMs: 7 * DAY }), name: 'dedupe-purging' };
     await db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES ('dedupe', 'ancient', '{}', now() - interval '9 days')`);
     const runner = new EmbeddedStageRunner(db, log, proc, { logger: silentLogger, idleWaitMs: 20 });
-    runner.start();
+    await runner.start();
     for (let i = 0; i < 100; i++) {
       const r = await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'");
       if (r.rows.length === 0) break;

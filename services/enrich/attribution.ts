@@ -4,29 +4,27 @@
  * id, the graph's hashed identifiers when allowed: personal-data.ts). Hashed identifiers are sent whenever allowed,
  * with or without a click id: the platform matches on both.
  */
-import type { Sql } from '../shared/db/db.js';
 import type { EventEnvelope } from '../shared/envelope.js';
 import { clickIdFromUrl } from './click-id.js';
 import type { ConsentDecision } from './consent.js';
-import type { IdentityGraphRepo } from './identity/graph-repo.js';
+import type { ClusterReader } from './identity/graph-repo.js';
 import { isJunk } from './identity/identifiers.js';
 
 export type AttributionKind = 'event_click' | 'graph_click' | 'enhanced' | 'none';
 
 const DAY_MS = 24 * 3600_000;
 
-export async function findClickId(
-  graph: IdentityGraphRepo,
-  sql: Sql,
+export function findClickId(
+  graph: ClusterReader,
   e: EventEnvelope,
   consent: ConsentDecision,
   clusterId: string | null,
   clickWindowDays: number,
-): Promise<{ ttclid?: string; kind?: 'event_click' | 'graph_click' }> {
+): { ttclid?: string; kind?: 'event_click' | 'graph_click' } {
   if (!consent.clickIds) return {};
   const own = clickIdFromUrl(e.session?.page_location);
   if (own && !isJunk('ttclid', own)) return { ttclid: own, kind: 'event_click' };
   if (!clusterId) return {};
-  const fromGraph = await graph.newestClickId(sql, clusterId, e.received_at, clickWindowDays * DAY_MS);
+  const fromGraph = graph.newestClickId(clusterId, e.received_at, clickWindowDays * DAY_MS);
   return fromGraph ? { ttclid: fromGraph, kind: 'graph_click' } : {};
 }

@@ -3,9 +3,8 @@
  * what it lacks (always, for a server event) comes from the newest session data of its identity cluster. When
  * nothing is known, page.url is the empty string and user_agent is left out (docs/pipeline.md).
  */
-import type { Sql } from '../shared/db/db.js';
 import type { EventEnvelope } from '../shared/envelope.js';
-import type { IdentityGraphRepo } from './identity/graph-repo.js';
+import type { ClusterReader } from './identity/graph-repo.js';
 import { pageDataOf } from './identity/identifiers.js';
 
 export interface ResolvedPage {
@@ -14,13 +13,13 @@ export interface ResolvedPage {
   readonly source: 'event' | 'graph' | 'none';
 }
 
-export async function resolvePage(graph: IdentityGraphRepo, sql: Sql, e: EventEnvelope, clusterId: string | null): Promise<ResolvedPage> {
+export function resolvePage(graph: ClusterReader, e: EventEnvelope, clusterId: string | null): ResolvedPage {
   const own = pageDataOf(e);
   let url = own?.page_location ?? undefined;
   let userAgent = own?.user_agent ?? undefined;
   let source: ResolvedPage['source'] = url ? 'event' : 'none';
   if ((!url || !userAgent) && clusterId) {
-    const known = await graph.newestPageData(sql, clusterId);
+    const known = graph.newestPageData(clusterId);
     if (!url && known?.page_location) {
       url = known.page_location;
       source = 'graph';

@@ -3,11 +3,10 @@
  * ad_user_data is GRANTED, and the identifiers exist in the event's identity cluster. Only SHA-256 hex digests
  * ever leave: emails and E.164 phones arrive hashed; a user id is hashed here (SHA-256 of the value as sent).
  */
-import type { Sql } from '../shared/db/db.js';
 import type { PiiMode } from '../shared/forwarding-setup.js';
 import { sha256Hex } from '../shared/ids.js';
 import type { ConsentDecision } from './consent.js';
-import type { IdentityGraphRepo } from './identity/graph-repo.js';
+import type { ClusterReader } from './identity/graph-repo.js';
 
 export interface PersonalIdentifiers {
   readonly email?: readonly string[];
@@ -24,16 +23,14 @@ function list(values: readonly string[]): readonly string[] | undefined {
   return digests.length > 0 ? digests : undefined;
 }
 
-export async function personalIdentifiers(
-  graph: IdentityGraphRepo,
-  sql: Sql,
+export function personalIdentifiers(
+  graph: ClusterReader,
   consent: ConsentDecision,
   piiMode: PiiMode,
   clusterId: string | null,
-): Promise<PersonalIdentifiers> {
+): PersonalIdentifiers {
   if (piiMode !== 'hashed' || !consent.sendPersonalData || !clusterId) return {};
-  const nodes = await graph.identifiers(
-    sql,
+  const nodes = graph.identifiers(
     clusterId,
     ['email_sha256', 'email_canonical_sha256', 'phone_e164_sha256', 'user_id'],
     MAX_PER_LIST,

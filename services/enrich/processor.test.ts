@@ -9,7 +9,7 @@ import { serverEvent, sgtmEvent, sha256, webEvent } from '../../test/helpers/fac
 import { DAY, T0, fromA, fromB, webEnvelope, type CtxOver } from '../../test/helpers/envelopes.js';
 import { label, outputValue, processAll } from '../../test/helpers/stage-harness.js';
 import { seedWorkspace } from '../../test/helpers/workspaces.js';
-import { claimEventId, purgeConversionIds } from './conversion-ids.js';
+import { claimEventIds, purgeConversionIds } from './conversion-ids.js';
 import { createEnrichProcessor } from './processor.js';
 
 let db: Db;
@@ -161,9 +161,17 @@ describe('enrich: event_id, transaction_id and conversion-level dedup', () => {
   it('a replay of the very record that claimed an event_id is not a duplicate (Kafka: claim before the offset commit)', async () => {
     await db.transaction(async (tx) => {
       const scope = { workspaceId: 'ws_claim', keyMode: 'live' as const };
-      expect(await claimEventId(tx, scope, 'e1', 'events.deduped/0/10', T0)).toBe(true);
-      expect(await claimEventId(tx, scope, 'e1', 'events.deduped/0/10', T0)).toBe(true);
-      expect(await claimEventId(tx, scope, 'e1', 'events.deduped/0/11', T0)).toBe(false);
+      const claim = (source: string) => ({ scope, eventId: 'e1', source, at: T0 });
+      expect(await claimEventIds(tx, [claim('events.deduped/0/10')])).toEqual([true]);
+      expect(await claimEventIds(tx, [claim('events.deduped/0/10')])).toEqual([true]);
+      expect(await claimEventIds(tx, [claim('events.deduped/0/11')])).toEqual([false]);
+      // Inside one batch the first record with the id wins, as one record at a time would.
+      const other = (source: string) => ({ scope, eventId: 'e2', source, at: T0 });
+      expect(await claimEventIds(tx, [other('events.deduped/0/12'), other('events.deduped/0/13'), claim('events.deduped/0/10')])).toEqual([
+        true,
+        false,
+        true,
+      ]);
     });
   });
 

@@ -1,23 +1,27 @@
 /**
- * The enrich stage: events.deduped → conversions.ready. The order of its steps, in one place:
- *   1. update-graph        every event: identity graph, as its consent allows
- *   2. select-conversion   selected in the forwarding setup? consent to forward? test mode allowed?
- *   3. claim-event-id      conversion-level dedup on event_id
+ * The enrich stage: events.deduped → conversions.ready, a batch at a time. The order of its steps, in one place:
+ *   1. select-conversion   selected in the forwarding setup? consent to forward? test mode allowed?
+ *   2. link-identities     every event: identity graph, as its consent allows; the conversions' cluster reads
+ *   3. claim-event-ids     conversion-level dedup on event_id
  *   4. build-conversion    attribution, personal data, page data, time zone → the platform record
- * Non-conversions end as a drop with their reason, so every outcome is counted (stage_records_total).
+ * Each step does its database work once for the whole batch (arrays in, one statement per step). Non-conversions
+ * end as a drop with their reason, so every outcome is counted (stage_records_total).
  */
 import { conversionKey } from '../shared/conversion.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { eventIdOf } from '../shared/event-id.js';
 import type { ForwardingSetup } from '../shared/forwarding-setup.js';
-import { dlq, drop, ok, type Processor } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
+import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';
-import { IdentityGraphRepo } from './identity/graph-repo.js';
-import { createBuildConversionStep } from './steps/build-conversion.js';
-import { createClaimEventIdStep } from './steps/claim-event-id.js';
+import { purgeConversionIds } from './conversion-ids.js';
+import { graphInputOf } from './identity/identifiers.js';
+import type { EnrichItem } from './item.js';
+import { scopeOf } from './scope.js';
+import { createBuildConversionStep, type Convertible } from './steps/build-conversion.js';
+import { createClaimEventIdsStep } from './steps/claim-event-ids.js';
+import { createLinkIdentitiesStep } from './steps/link-identities.js';
 import { createSelectConversionStep } from './steps/select-conversion.js';
-import { createUpdateGraphStep } from './steps/update-graph.js';
 import { TtlCache } from './ttl-cache.js';
 
 export const ENRICH_STAGE = 'enrich';
@@ -29,6 +33,8 @@ export const ENRICH_DEFAULTS = {
   conversionIdWindowMs: 7 * 24 * 3600_000,
   /** How long a forwarding setup or time zone may be served from memory. */
   settingsTtlMs: 1_000,
+  /** How often expired conversion-id claims are purged. */
+  purgeEveryMs: 10 * 60_000,
 } as const;
 
 export interface EnrichDeps {
@@ -37,30 +43,51 @@ export interface EnrichDeps {
   readonly settingsTtlMs?: number;
 }
 
-export function createEnrichProcessor(deps: EnrichDeps = {}): Processor<unknown, never> {
+export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, never> {
   const settingsTtlMs = deps.settingsTtlMs ?? ENRICH_DEFAULTS.settingsTtlMs;
-  const graph = new IdentityGraphRepo({ maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers });
-  const updateGraph = createUpdateGraphStep({ graph });
-  const selectConversion = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
-  const claimConversion = createClaimEventIdStep({ windowMs: deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs });
-  const buildConversion = createBuildConversionStep({ graph, timeZones: new TtlCache<string>(settingsTtlMs) });
+  const windowMs = deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs;
+  const selectConversions = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
+  const linkIdentities = createLinkIdentitiesStep({ maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers });
+  const claimConversions = createClaimEventIdsStep();
+  const buildConversions = createBuildConversionStep({ timeZones: new TtlCache<string>(settingsTtlMs) });
 
   return {
     name: ENRICH_STAGE,
     input: Topics.eventsDeduped,
-    async process(record, ctx) {
-      const checked = checkEnvelope(record.value);
-      if (!checked.ok) return dlq('invalid_envelope', checked.reason);
-      const e = checked.envelope;
-      const consent = consentDecision(e.consent);
+    punctuate: { everyMs: ENRICH_DEFAULTS.purgeEveryMs, run: (sql) => purgeConversionIds(sql, windowMs).then(() => undefined) },
+    async processBatch(records, ctx) {
+      const outcomes: Outcome[] = new Array(records.length);
+      const items: EnrichItem[] = [];
+      records.forEach((record, k) => {
+        const checked = checkEnvelope(record.value);
+        if (!checked.ok) {
+          outcomes[k] = dlq('invalid_envelope', checked.reason);
+          return;
+        }
+        const e = checked.envelope;
+        const consent = consentDecision(e.consent);
+        items.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
+      });
 
-      const identity = await updateGraph(e, consent, ctx.atomically);
-      const selection = await selectConversion(e, consent, ctx.sql);
-      if (selection.kind === 'skip') return drop(selection.reason);
-      const eventId = eventIdOf(e);
-      if (!(await claimConversion(e, eventId, record, ctx.sql))) return drop('duplicate_event_id');
-      const { conversion } = await buildConversion(e, consent, selection, identity.resolved, eventId, ctx.sql);
-      return ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
+      const selections = await selectConversions(ctx.sql, items);
+      const reads = await linkIdentities(ctx.sql, items, selections);
+      const convertible: Convertible[] = [];
+      items.forEach((item, n) => {
+        const selection = selections[n]!;
+        if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
+        else convertible.push({ item, selection, reads: reads[n]!, eventId: eventIdOf(item.e) });
+      });
+      const claimed = await claimConversions(ctx.sql, convertible);
+      const won = convertible.filter((c, n) => {
+        if (!claimed[n]) outcomes[c.item.position] = drop('duplicate_event_id');
+        return claimed[n];
+      });
+      const built = await buildConversions(ctx.sql, won);
+      won.forEach((c, n) => {
+        const conversion = built[n]!;
+        outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
+      });
+      return outcomes;
     },
   };
 }

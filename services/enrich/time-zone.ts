@@ -47,17 +47,23 @@ export function formatInTimeZone(epochMs: number, timeZone: string): string {
   return `${pad(y!, 4)}-${pad(mo!)}-${pad(d!)} ${pad(h!)}:${pad(mi!)}:${pad(s!)}${offset}`;
 }
 
-/** The connection's time zone, or UTC when there is none or it is not a known IANA zone. */
-export async function accountTimeZone(sql: Sql, workspaceId: string): Promise<string> {
-  const r = await sql.query<{ time_zone: string | null }>('SELECT time_zone FROM connections WHERE workspace_id = $1', [workspaceId]);
-  const tz = r.rows[0]?.time_zone;
-  if (!tz) {
-    timeZoneFallbacks.inc({ reason: r.rows[0] ? 'no_time_zone' : 'no_connection' });
-    return 'UTC';
+/** Each workspace's connection time zone, or UTC when there is none or it is not a known IANA zone (one query). */
+export async function accountTimeZones(sql: Sql, workspaceIds: readonly string[]): Promise<Map<string, string>> {
+  const r = await sql.query<{ workspace_id: string; time_zone: string | null }>(
+    'SELECT workspace_id, time_zone FROM connections WHERE workspace_id = ANY($1::text[])',
+    [workspaceIds],
+  );
+  const found = new Map(r.rows.map((row) => [row.workspace_id, row.time_zone]));
+  const out = new Map<string, string>();
+  for (const ws of workspaceIds) {
+    const tz = found.get(ws);
+    if (!tz) {
+      timeZoneFallbacks.inc({ reason: found.has(ws) ? 'no_time_zone' : 'no_connection' });
+      out.set(ws, 'UTC');
+    } else if (!isValidTimeZone(tz)) {
+      timeZoneFallbacks.inc({ reason: 'unknown_time_zone' });
+      out.set(ws, 'UTC');
+    } else out.set(ws, tz);
   }
-  if (!isValidTimeZone(tz)) {
-    timeZoneFallbacks.inc({ reason: 'unknown_time_zone' });
-    return 'UTC';
-  }
-  return tz;
+  return out;
 }

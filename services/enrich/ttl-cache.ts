@@ -12,6 +12,32 @@ export class TtlCache<V> {
     private readonly now: () => number = Date.now,
   ) {}
 
+  /**
+   * Values of many keys: cached ones from memory, the others from ONE call of `loadMany` (a key it does not return
+   * takes `absent`).
+   */
+  async getMany(keys: readonly string[], loadMany: (missing: string[]) => Promise<Map<string, V>>, absent: V): Promise<Map<string, V>> {
+    const out = new Map<string, V>();
+    const missing: string[] = [];
+    const now = this.now();
+    for (const key of new Set(keys)) {
+      const hit = this.entries.get(key);
+      if (hit && hit.until > now) out.set(key, hit.value);
+      else missing.push(key);
+    }
+    if (missing.length === 0) return out;
+    const loaded = await loadMany(missing);
+    for (const key of missing) {
+      const value = loaded.has(key) ? loaded.get(key)! : absent;
+      out.set(key, value);
+      if (this.ttlMs > 0) {
+        if (this.entries.size >= this.maxEntries) this.entries.clear();
+        this.entries.set(key, { value, until: now + this.ttlMs });
+      }
+    }
+    return out;
+  }
+
   async get(key: string, load: () => Promise<V>): Promise<V> {
     const hit = this.entries.get(key);
     if (hit && hit.until > this.now()) return hit.value;

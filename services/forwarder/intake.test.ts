@@ -58,7 +58,7 @@ describe('ConversionIntake', () => {
     const a = conversion(never);
     const b = conversion(gone);
     await rig.append([a, b]);
-    const consumed = await rig.platform.intake!.step();
+    const consumed = await rig.intake.step();
     expect(consumed).toBeGreaterThanOrEqual(2);
     expect(await outbox(never)).toEqual([a.event_id]);
     expect(await outbox(gone)).toEqual([]);
@@ -70,14 +70,14 @@ describe('ConversionIntake', () => {
     ]);
     const last = await rig.db.query<{ offset: unknown }>('SELECT max("offset") AS offset FROM log_records WHERE topic = $1', [Topics.conversionsReady]);
     expect(Number(off.rows[0]!.offset)).toBe(Number(last.rows[0]!.offset));
-    expect(await rig.platform.intake!.step()).toBe(0);
+    expect(await rig.intake.step()).toBe(0);
   });
 
   it('conversions waiting for a first connection are forwarded once it connects', async () => {
     const ws = await rig.workspace();
     const c = conversion(ws);
     await rig.append([c]);
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     expect(await rig.platform.connections.sendable('me', 100, 0, 1000)).not.toContain(ws);
     expect(await rig.connect(ws)).toMatchObject({ ok: true });
     await rig.platform.sender!.drain(ws);
@@ -89,7 +89,7 @@ describe('ConversionIntake', () => {
     expect(await rig.connect(ws)).toMatchObject({ ok: true });
     const sentFor = async () => (await rig.received()).filter((e) => e.event_id === 'order-77');
     const deliver = async (n: number) => {
-      await rig.platform.intake!.drain();
+      await rig.intake.drain();
       // The rig's background sender may hold the connection's send lease: wait for the delivery either way.
       return eventually(`${n} deliveries of order-77`, async () => {
         await rig.platform.sender!.drain(ws);
@@ -107,7 +107,7 @@ describe('ConversionIntake', () => {
     expect(new Set(got.map((e) => e.test_event_code))).toEqual(new Set([null, 'TEST1']));
     // And each is still sent once: a replay of both changes nothing.
     await rig.append([test, live]);
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     await rig.platform.sender!.drain(ws);
     await new Promise((r) => setTimeout(r, 300));
     expect(await sentFor()).toHaveLength(2);
@@ -124,7 +124,7 @@ describe('ConversionIntake', () => {
       ],
       Date.now() + 5_000,
     );
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     expect(await outbox(ws)).toEqual([good.event_id]);
     const dlq = (await rig.db.query<{ value: ConversionDeadLetter }>('SELECT value FROM log_records WHERE topic = $1', [Topics.conversionsDlq])).rows
       .map((r) => r.value)
@@ -139,7 +139,7 @@ describe('ConversionIntake', () => {
     const ws = await rig.workspace();
     const c = conversion(ws);
     await rig.append([c]);
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     await rig.db.query(`UPDATE forward_outbox SET enqueued_at = now() - interval '8 days' WHERE workspace_id = $1`, [ws]);
     expect((await rig.platform.outbox.expireOld(7 * 86_400_000)).get(ws)).toBe(1);
     expect(await outbox(ws)).toEqual([]);

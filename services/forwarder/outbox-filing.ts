@@ -1,13 +1,11 @@
 /**
- * Filing conversions into the outbox: the one piece both intakes share (intake.ts over the embedded log,
- * kafka-intake.ts over Kafka). Inside the caller's transaction it decides per conversion (planIntake), inserts the
- * queued ones idempotently, and appends the dead letters; the caller commits its input position with it (embedded)
- * or after it (Kafka: a replay files nothing twice).
+ * Filing conversions into the outbox: the forwarder's intake stage (intake.ts) over either runtime. Inside the batch's
+ * transaction it decides per conversion (planIntake), inserts the queued ones idempotently (a batch filed again finds
+ * them queued or sent: nothing is sent twice), and says what became of each: queued, dropped with a reason, or a
+ * dead letter for conversions.dlq.
  */
 import type { ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
-import { appendInTransaction } from '../stream/embedded/log.js';
-import { Topics } from '../shared/topics.js';
 import type { ConnectionStatus } from './connection-repo.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 
@@ -55,6 +53,12 @@ export interface IntakeItem {
   readonly undecodable?: string;
 }
 
+/** What became of one item, in the order of the items. */
+export type Filed =
+  | { readonly kind: 'queued' }
+  | { readonly kind: 'dropped'; readonly reason: string }
+  | { readonly kind: 'dead_lettered'; readonly letter: ConversionDeadLetter };
+
 export interface IntakeCount {
   readonly workspace: string;
   readonly outcome: 'parked' | 'dropped' | 'dead_lettered';
@@ -74,9 +78,9 @@ export async function fileIntoOutbox(
   tx: Sql,
   items: readonly IntakeItem[],
   now: number,
-): Promise<{ counted: IntakeCount[]; queued: number }> {
+): Promise<{ counted: IntakeCount[]; filed: Filed[] }> {
   const counted: IntakeCount[] = [];
-  let queued = 0;
+  const filed: Filed[] = new Array(items.length);
   const readable = items
     .filter((r) => !r.undecodable && conversionProblem(r.value) === null)
     .map((r) => r.value as ConversionReady);
@@ -99,22 +103,23 @@ export async function fileIntoOutbox(
     for (const row of s.rows) sent.add(`${row.workspace_id}\n${row.event_id}`);
   }
 
-  const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean }> = [];
-  const letters: Array<{ key: string; value: ConversionDeadLetter }> = [];
-  for (const item of items) {
+  const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean; at: number }> = [];
+  items.forEach((item, at) => {
     const v = (item.value ?? {}) as Partial<ConversionReady>;
     const ws = typeof v.workspace_id === 'string' ? v.workspace_id : '';
     const id = item.undecodable || conversionProblem(item.value) !== null ? '' : ledgerEventId(item.value as ConversionReady);
     const decision = item.undecodable
       ? ({ action: 'dlq', reason: `undecodable: ${item.undecodable}` } as const)
       : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
-    if (decision.action === 'queue') toQueue.push({ c: item.value as ConversionReady, id, parked: decision.parked });
-    else if (decision.action === 'drop') counted.push({ workspace: ws, outcome: 'dropped', code: decision.reason });
-    else {
-      letters.push({ key: item.key, value: invalidLetter(item, decision.reason, now) });
+    if (decision.action === 'queue') toQueue.push({ c: item.value as ConversionReady, id, parked: decision.parked, at });
+    else if (decision.action === 'drop') {
+      filed[at] = { kind: 'dropped', reason: decision.reason };
+      counted.push({ workspace: ws, outcome: 'dropped', code: decision.reason });
+    } else {
+      filed[at] = { kind: 'dead_lettered', letter: invalidLetter(item, decision.reason, now) };
       counted.push({ workspace: ws || 'unknown', outcome: 'dead_lettered', code: 'invalid_conversion' });
     }
-  }
+  });
 
   if (toQueue.length > 0) {
     const ins = await tx.query<{ workspace_id: string; event_id: string }>(
@@ -138,16 +143,16 @@ export async function fileIntoOutbox(
     for (const q of toQueue) {
       const k = `${q.c.workspace_id}\n${q.id}`;
       if (!inserted.has(k)) {
+        filed[q.at] = { kind: 'dropped', reason: 'already_queued' };
         counted.push({ workspace: q.c.workspace_id, outcome: 'dropped', code: 'already_queued' });
       } else {
         inserted.delete(k); // a second copy in the same batch is a duplicate
-        queued++;
+        filed[q.at] = { kind: 'queued' };
         if (q.parked) counted.push({ workspace: q.c.workspace_id, outcome: 'parked', code: statuses.get(q.c.workspace_id) ?? 'not_connected' });
       }
     }
   }
-  if (letters.length > 0) await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-  return { counted, queued };
+  return { counted, filed };
 }
 
 function invalidLetter(item: IntakeItem, reason: string, now: number): ConversionDeadLetter {

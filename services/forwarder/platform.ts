@@ -1,6 +1,6 @@
 /**
  * Composes the platform side of the service for one process: the client, the token cipher, the repositories, and
- * per role the intake + sender (forwarder), the refresher + revocation retries (refresher), and the connection
+ * per role the intake stage + sender (forwarder), the refresher + revocation retries (refresher), and the connection
  * routes + OAuth callback (console). service.ts calls it and hands the routes to buildApp.
  */
 import { hostname } from 'node:os';
@@ -13,9 +13,9 @@ import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { randomBase62 } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import type { EmbeddedLog } from '../stream/embedded/log.js';
+import type { Stage } from '../stream/contract.js';
 import { ConnectionRepo } from './connection-repo.js';
-import { ConversionIntake } from './intake.js';
+import { createForwarderIntake } from './intake.js';
 import { OAuthFlow } from './oauth-flow.js';
 import { OutboxRepo } from './outbox-repo.js';
 import { PlatformClient } from './platform-client.js';
@@ -38,7 +38,8 @@ export interface PlatformSide {
   readonly outbox: OutboxRepo;
   readonly flow: OAuthFlow;
   readonly refresher: TokenRefresher;
-  readonly intake: ConversionIntake | undefined;
+  /** The intake stage on conversions.ready (forwarder role): the runtime drives it like the pipeline's stages. */
+  readonly intake: Stage<unknown, never> | undefined;
   readonly sender: ForwardSender | undefined;
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
@@ -52,17 +53,11 @@ export interface PlatformSide {
 export function createPlatformSide(deps: {
   readonly config: Config;
   readonly db: Db;
-  readonly log: EmbeddedLog;
   readonly credentialsKey: Buffer;
   readonly logger: Logger;
   readonly roles: PlatformRoles;
-  /**
-   * Whether conversions.ready is the embedded log (true) or a Kafka topic (false: the Kafka runtime's
-   * KafkaConversionIntake files conversions into the same outbox instead).
-   */
-  readonly embeddedIntake: boolean;
 }): PlatformSide {
-  const { config, db, log, roles } = deps;
+  const { config, db, roles } = deps;
   const f = config.forwarder;
   const logger = deps.logger.child({ component: 'platform' });
   const owner = `${hostname()}:${process.pid}:${randomBase62(8)}`;
@@ -110,7 +105,7 @@ export function createPlatformSide(deps: {
         },
       })
     : undefined;
-  const intake = roles.forwarder && deps.embeddedIntake ? new ConversionIntake({ db, log, logger, onQueued: () => sender?.wake() }) : undefined;
+  const intake = roles.forwarder ? createForwarderIntake({ onQueued: () => sender?.wake() }) : undefined;
   const flow = new OAuthFlow({
     db,
     cipher,
@@ -135,12 +130,10 @@ export function createPlatformSide(deps: {
       : [],
     publicExtensions: roles.console ? [(app) => oauthCallbackRoutes(app, { flow }), connectionProblemPages] : [],
     start() {
-      intake?.start();
       sender?.start();
       if (roles.refresher) refresher.start();
     },
     async close() {
-      await intake?.stop();
       await sender?.stop();
       await refresher.stop();
     },

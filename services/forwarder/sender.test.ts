@@ -14,7 +14,7 @@ afterEach(async () => {
   await fetch(`${rig.sandbox.controlUrl}/faults`, { method: 'DELETE' });
 });
 
-const intake = () => rig.platform.intake!;
+const intake = () => rig.intake;
 const sender = () => rig.platform.sender!;
 
 async function connected(): Promise<string> {

@@ -11,6 +11,7 @@ import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import { silentLogger, type Logger } from '../shared/logger.js';
 import { EmbeddedLog } from '../stream/embedded/log.js';
+import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
 import { Topics } from '../shared/topics.js';
 import { newId } from '../shared/ids.js';
 import type { CallbackResult } from './oauth-flow.js';
@@ -92,6 +93,8 @@ export interface ForwarderRig {
   readonly log: EmbeddedLog;
   readonly config: Config;
   readonly platform: PlatformSide;
+  /** The platform side's intake stage on the embedded runtime, driven step by step by the tests. */
+  readonly intake: EmbeddedStageRunner<unknown, never>;
   /** Creates a workspace row. */
   workspace(): Promise<string>;
   /** The whole OAuth flow against the sandbox, callback included. */
@@ -125,8 +128,9 @@ export async function startRig(
   const credentialsKey = randomBytes(32);
   const logger = opts.logger ?? silentLogger;
   const side = (): PlatformSide =>
-    createPlatformSide({ config, db, log, credentialsKey, logger, embeddedIntake: true, roles: { forwarder: true, refresher: true, console: true } });
+    createPlatformSide({ config, db, credentialsKey, logger, roles: { forwarder: true, refresher: true, console: true } });
   const platform = side();
+  const intake = new EmbeddedStageRunner(db, log, platform.intake!, { logger });
   const replicas: PlatformSide[] = [];
   return {
     sandbox,
@@ -134,6 +138,7 @@ export async function startRig(
     log,
     config,
     platform,
+    intake,
     async workspace() {
       const id = newId('ws');
       await db.query('INSERT INTO workspaces (id, name, plan) VALUES ($1, $2, $3)', [id, 'acme', 'free']);
@@ -158,6 +163,7 @@ export async function startRig(
     },
     async close() {
       for (const r of replicas) await r.close();
+      await intake.stop();
       await platform.close();
       await log.close();
       await db.close();

@@ -60,6 +60,12 @@ export async function readForwardingSetup(sql: Sql, workspaceId: string): Promis
   return r.rows[0] && fromRow(r.rows[0]);
 }
 
+/** The setups of many workspaces in one query (a workspace without one is absent from the map). */
+export async function readForwardingSetups(sql: Sql, workspaceIds: readonly string[]): Promise<Map<string, ForwardingSetup>> {
+  const r = await sql.query<SetupRow>(`SELECT ${COLUMNS} FROM forwarding_setups WHERE workspace_id = ANY($1::text[])`, [workspaceIds]);
+  return new Map(r.rows.map((row) => [row.workspace_id, fromRow(row)]));
+}
+
 /** Creates or replaces the setup as a whole (PUT semantics). */
 export async function writeForwardingSetup(sql: Sql, workspaceId: string, s: ForwardingSetupInput): Promise<ForwardingSetup> {
   const r = await sql.query<SetupRow>(

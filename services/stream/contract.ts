@@ -1,9 +1,24 @@
 /**
- * What a stage is, independent of the runtime that drives it. A processor takes one input record plus its state
- * and returns an outcome; it knows nothing of Kafka or of the embedded log. The runtimes (embedded-runner.ts, and
- * the Kafka runtime) own reading, state stores, the atomic commit of outputs + state + offset, and dead-lettering.
+ * What a stage is, independent of the runtime that drives it: the batch-first processor contract.
+ *
+ * A stage takes a BATCH of input records from one partition, with its state, and returns ONE outcome per record, in
+ * order (`ok` with outputs, `drop` with a reason, `dlq` with the error). It knows nothing of Kafka or of the embedded
+ * log. A stage that touches the database does it set-based for the whole batch (arrays in, one statement per step),
+ * never one round trip per record; `perRecord()` adapts a stage whose records need no database work at all.
+ *
+ * The runtimes (stream/embedded, stream/kafka) own reading, the state store, the atomic commit of outputs + state +
+ * input position, and the error policy (stream/error-policy.ts): a batch that throws is bisected down to the poison
+ * record, which is dead-lettered after its attempts; an outage (the database down) is never taken for a poison
+ * record: the batch waits and is retried.
+ *
+ * `ctx.sql` means the same on both runtimes: ONE database transaction for the batch (each attempt of the error
+ * policy in a savepoint of it). It commits no later than the batch's input position: in the same transaction
+ * (embedded), or just before the Kafka transaction that carries the outputs and the offset (Kafka). A crash between
+ * the two on Kafka processes the batch again, so a stage's database writes must be idempotent (upserts keyed by what
+ * they describe), and a stage must give the same outputs when it meets its own earlier writes.
  */
 import type { Sql } from '../shared/db/db.js';
+import type { Logger } from '../shared/logger.js';
 import type { TopicName } from '../shared/topics.js';
 import type { PartitionStateStore } from './store.js';
 
@@ -39,46 +54,82 @@ export const dlq = (reason: string, error?: unknown): Outcome => ({
 });
 
 /**
- * A keyed state store owned by the runtime (e.g. dedupe's first-seen markers). Writes become visible to later
- * gets at once and are committed atomically with the outputs and the input offset. On Kafka the store is
- * restored from its compacted changelog topic; embedded, it is a table in the same transaction.
+ * A keyed state store owned by the runtime (e.g. dedupe's first-seen markers). Writes are visible to later reads of
+ * the same batch at once and are committed atomically with the outputs and the input position. On Kafka the store is
+ * in memory, restored from its compacted changelog; embedded, it is a table read once per batch (`getMany`).
  */
 export interface KeyValueStore<V> {
   get(key: string): Promise<V | undefined>;
+  /** Values of many keys in one read (absent keys are absent from the map). */
+  getMany(keys: readonly string[]): Promise<Map<string, V>>;
   put(key: string, value: V): Promise<void>;
 }
 
-export interface StageContext {
-  /** SQL inside the stage's transaction (embedded) or on the pool (Kafka; writes there must be idempotent). */
+export interface BatchContext<S> {
+  /** The batch's database transaction (see the module comment: the same meaning on both runtimes). */
   readonly sql: Sql;
-  /**
-   * Runs fn in one transaction: the stage's own (embedded), or a new one on the pool (Kafka). For state that is
-   * read and then written (the identity graph), so that consumers of different partitions cannot interleave.
-   */
-  readonly atomically: <T>(fn: (sql: Sql) => Promise<T>) => Promise<T>;
+  readonly store: KeyValueStore<S>;
   readonly now: () => number;
 }
 
-export interface Processor<V, S = never> {
+export interface StoreSpec<S> {
+  readonly name: string;
+  /** The store's changelog topic (Kafka); the embedded runtime keeps the store in a table instead. */
+  readonly changelog: TopicName;
+  /**
+   * Entries not written for that long are purged by the runtime (embedded: rows of state_store; Kafka: evicted and
+   * tombstoned), which bounds the store; the stage must already treat such entries as absent.
+   */
+  readonly retentionMs?: number;
+  /**
+   * An in-memory store for one partition better suited to this stage than the generic map (store.ts), used where the
+   * runtime keeps state in memory (Kafka). Such a store may evict without tombstones: its changelog then needs delete
+   * retention (topics.ts).
+   */
+  readonly partitionStore?: () => PartitionStateStore<S>;
+}
+
+/** Housekeeping the runtime runs between batches, never concurrently with one (e.g. purges of expired rows). */
+export interface Punctuator {
+  readonly everyMs: number;
+  run(sql: Sql, now: number): Promise<void>;
+}
+
+export interface Stage<V, S = never> {
   /** Stage name: the consumer group and the metrics label. */
   readonly name: string;
   readonly input: TopicName;
-  /**
-   * Name of the stage's state store, when it has one (its changelog topic on Kafka). `retentionMs`: entries not
-   * written for that long are purged by the runtime (embedded: rows of state_store; Kafka: evicted and tombstoned),
-   * which bounds the store; the processor must already treat such entries as absent.
-   */
-  readonly store?: {
-    readonly name: string;
-    readonly changelog: TopicName;
-    readonly retentionMs?: number;
-    /**
-     * On Kafka: a compact in-memory store for one partition, instead of the generic map (see kafka-store.ts).
-     * Such a store may evict without tombstones; its changelog topic then needs delete retention (topics.ts).
-     */
-    readonly partitionStore?: () => PartitionStateStore<S>;
+  readonly store?: StoreSpec<S>;
+  /** Once, before the first batch (warm caches, check the database). */
+  init?(deps: { readonly sql: Sql; readonly logger: Logger }): Promise<void>;
+  /** One outcome per record, in order. Throwing means "this batch could not be processed" (error-policy.ts). */
+  processBatch(records: readonly InputRecord<V>[], ctx: BatchContext<S>): Promise<Outcome[]>;
+  readonly punctuate?: Punctuator;
+  /** After a batch committed (e.g. wake a consumer of the stage's database writes). */
+  afterCommit?(outcomes: readonly Outcome[]): void;
+  /** Once, when the runtime stops the stage. */
+  close?(): Promise<void>;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type AnyStage = Stage<any, any>;
+
+/** A stage written record by record: for stages whose per-record work is in memory (the store, pure functions). */
+export interface RecordStage<V, S = never> extends Omit<Stage<V, S>, 'processBatch'> {
+  process(record: InputRecord<V>, ctx: BatchContext<S>): Promise<Outcome>;
+}
+
+/** Adapts a record stage to the batch contract: its records in order, each seeing the writes of those before it. */
+export function perRecord<V, S = never>(stage: RecordStage<V, S>): Stage<V, S> {
+  const { process, ...rest } = stage;
+  return {
+    ...rest,
+    async processBatch(records, ctx) {
+      const outcomes: Outcome[] = [];
+      for (const r of records) outcomes.push(await process(r, ctx));
+      return outcomes;
+    },
   };
-  process(record: InputRecord<V>, ctx: StageContext & { readonly store: KeyValueStore<S> }): Promise<Outcome>;
 }
 
 /** The dead-letter record every runtime writes for a record a stage could not process. */
@@ -92,4 +143,31 @@ export interface DeadLetter {
   readonly key: string;
   readonly value: unknown;
   readonly failed_at: number;
+}
+
+export function deadLetterOf(
+  stage: string,
+  record: Pick<InputRecord<unknown>, 'topic' | 'partition' | 'offset' | 'key'>,
+  value: unknown,
+  outcome: Extract<Outcome, { type: 'dlq' }>,
+  now: number,
+): DeadLetter {
+  return {
+    stage,
+    reason: outcome.reason,
+    error: outcome.error ?? null,
+    source_topic: record.topic,
+    source_partition: record.partition,
+    source_offset: record.offset,
+    key: record.key,
+    value,
+    failed_at: now,
+  };
+}
+
+/** How a runtime drives one stage. */
+export interface StageRunner {
+  readonly stage: string;
+  start(): void | Promise<void>;
+  stop(): Promise<void>;
 }

@@ -1,5 +1,8 @@
 /**
- * A stage's state store for ONE input partition on the Kafka runtime: an in-memory map, restored from the
+ * In-memory state stores. Runtime-neutral: a store for ONE input partition (PartitionStateStore; the Kafka runtime
+ * keeps one per partition it owns) and the batch transaction over any store (StoreTransaction; both runtimes).
+ *
+ * PartitionStore is an in-memory map, restored from the
  * partition of its compacted changelog (co-partitioned with the input) when the partition is assigned, and changed
  * only through a StoreTransaction whose writes reach the map after the Kafka transaction that carried them (as
  * changelog records) committed. So the map is always the changelog's committed state.
@@ -93,10 +96,28 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
 export class StoreTransaction<S> implements KeyValueStore<S> {
   private readonly writes = new Map<string, S | null>();
 
-  constructor(private readonly base: (key: string) => S | undefined) {}
+  /**
+   * `base` reads the committed value of a key synchronously; `load`, when given, makes sure the base holds the given
+   * keys first (a store whose committed state is in a table reads them in one query).
+   */
+  constructor(
+    private readonly base: (key: string) => S | undefined,
+    private readonly load?: (keys: readonly string[]) => Promise<void>,
+  ) {}
 
   async get(key: string): Promise<S | undefined> {
+    if (this.load && !this.writes.has(key)) await this.load([key]);
     return this.lookup(key);
+  }
+
+  async getMany(keys: readonly string[]): Promise<Map<string, S>> {
+    if (this.load) await this.load(keys.filter((k) => !this.writes.has(k)));
+    const out = new Map<string, S>();
+    for (const k of keys) {
+      const v = this.lookup(k);
+      if (v !== undefined) out.set(k, v);
+    }
+    return out;
   }
 
   async put(key: string, value: S): Promise<void> {
@@ -118,7 +139,7 @@ export class StoreTransaction<S> implements KeyValueStore<S> {
   }
 
   fork(): StoreTransaction<S> {
-    return new StoreTransaction<S>((key) => this.lookup(key));
+    return new StoreTransaction<S>((key) => this.lookup(key), this.load);
   }
 
   /** Takes over a fork's writes. */

@@ -204,10 +204,8 @@ describe('keeping it fresh', () => {
     racer = createPlatformSide({
       config,
       db: service.db,
-      log: service.log!,
       credentialsKey,
       logger: silentLogger,
-      embeddedIntake: true,
       roles: { forwarder: false, refresher: true, console: false },
     });
     racer.start();

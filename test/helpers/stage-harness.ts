@@ -1,35 +1,37 @@
 /**
- * Runs a processor on records the way the embedded runtime does (one transaction, the runtime's table store), but
- * returns each record's outcome so tests can assert them one by one.
+ * Runs a stage on records the way the embedded runtime does (one transaction, the runtime's table store, the error
+ * policy), but returns each record's outcome so tests can assert them one by one. `batchSize` splits the records
+ * into batches (default: one batch of all of them).
  */
 import type { Db } from '../../services/shared/db/db.js';
 import { envelopeKey, type EventEnvelope } from '../../services/shared/envelope.js';
-import { tableStore } from '../../services/stream/embedded/runner.js';
-import type { KeyValueStore, Outcome, Processor } from '../../services/stream/contract.js';
+import type { InputRecord, Outcome, Stage } from '../../services/stream/contract.js';
+import { flushTableStore, tableStoreTransaction } from '../../services/stream/embedded/table-store.js';
+import { processWithPolicy } from '../../services/stream/error-policy.js';
+import { StoreTransaction } from '../../services/stream/store.js';
 
 let nextOffset = 1;
 
-const noStore: KeyValueStore<never> = {
-  get: () => Promise.reject(new Error('no store')),
-  put: () => Promise.reject(new Error('no store')),
-};
-
-export async function processAll<S>(db: Db, processor: Processor<unknown, S>, values: readonly unknown[]): Promise<Outcome[]> {
-  return db.transaction(async (tx) => {
-    const store = processor.store ? tableStore<S>(tx, processor.store.name) : (noStore as KeyValueStore<S>);
-    const outcomes: Outcome[] = [];
-    for (const value of values) {
-      const e = value as EventEnvelope;
-      const key = typeof e?.workspace_id === 'string' ? envelopeKey(e) : 'bad';
-      outcomes.push(
-        await processor.process(
-          { topic: processor.input, partition: 0, offset: String(nextOffset++), key, value, timestamp: Date.now() },
-          { sql: tx, store, now: Date.now, atomically: (fn) => fn(tx) },
-        ),
-      );
-    }
-    return outcomes;
+export async function processAll<S>(db: Db, stage: Stage<unknown, S>, values: readonly unknown[], opts: { batchSize?: number } = {}): Promise<Outcome[]> {
+  const records: InputRecord<unknown>[] = values.map((value) => {
+    const e = value as EventEnvelope;
+    const key = typeof e?.workspace_id === 'string' ? envelopeKey(e) : 'bad';
+    return { topic: stage.input, partition: 0, offset: String(nextOffset++), key, value, timestamp: Date.now() };
   });
+  const size = opts.batchSize ?? Math.max(records.length, 1);
+  const outcomes: Outcome[] = [];
+  for (let i = 0; i < records.length; i += size) {
+    const batch = records.slice(i, i + size);
+    outcomes.push(
+      ...(await db.transaction(async (tx) => {
+        const store = stage.store ? tableStoreTransaction<S>(tx, stage.store.name) : new StoreTransaction<S>(() => undefined);
+        const out = await processWithPolicy(stage, batch, { sql: tx, store, now: Date.now });
+        if (stage.store) await flushTableStore(tx, stage.store.name, store);
+        return out;
+      })),
+    );
+  }
+  return outcomes;
 }
 
 /** Outcome → a short label for table-driven assertions: `ok`, `ok:0` (no outputs), `drop:<reason>`, `dlq:<reason>`. */

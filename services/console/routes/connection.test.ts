@@ -87,12 +87,12 @@ describe('connection routes', () => {
   it('DELETE of a never-connected workspace drops its waiting conversions and stops future ones', async () => {
     const ws = await rig.workspace();
     await rig.append([conversion(ws)]);
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     const r = await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/connection`, headers: auth });
     expect(r.statusCode).toBe(204);
     expect((await rig.db.query('SELECT 1 FROM forward_outbox WHERE workspace_id = $1', [ws])).rows).toHaveLength(0);
     await rig.append([conversion(ws)]);
-    await rig.platform.intake!.drain();
+    await rig.intake.drain();
     expect((await rig.db.query('SELECT 1 FROM forward_outbox WHERE workspace_id = $1', [ws])).rows).toHaveLength(0);
     const again = await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/connection`, headers: auth });
     expect(again.statusCode).toBe(204);

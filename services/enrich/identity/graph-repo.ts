@@ -1,17 +1,25 @@
 /**
- * The identity graph in SQL (migration 0003): nodes with their cluster label and last seen page data, and the
- * edges that linked them. Every write is an idempotent upsert keyed by the node or edge, so a replayed record
- * (the Kafka runtime runs this on a pool, outside the offset commit) changes nothing the first run did not.
+ * The identity graph (migrations 0003, 0004), read and written set-based, once per batch:
+ *
+ *  1. lockGraphs: one advisory lock per graph (workspace and key mode) the batch touches, all in one statement, in a
+ *     fixed order (so two consumers never deadlock). Under it no other consumer changes those graphs until the
+ *     batch's transaction ends: a single writer per graph, so merges never start from stale reads.
+ *  2. loadGraph: ONE query loads every cluster that any identifier of the batch belongs to, whole.
+ *  3. GraphSnapshot.link: the batch's events are applied one after another IN MEMORY, with exactly the rules of one
+ *     event at a time (cluster-plan.ts); the reads of the conversion steps (identifiers, click id, session data) are
+ *     answered from the snapshot right after their event's link, as the per-event pipeline did.
+ *  4. saveGraph: ONE upsert of the nodes the batch changed and ONE of its edges.
+ * Every write is an upsert keyed by the node or edge and sets what the snapshot computed, so a batch processed again
+ * (Kafka, after a crash between the database commit and the offset commit) writes the same rows.
  * Graph timestamps are the gateway's receive time of the event, not the processing time: a replay or a backlog
- * gives the same answers. Lookups go by node_id or cluster_id alone (both unique across workspaces and modes), so
- * each has one usable index and a plan that does not depend on statistics the embedded store never gathers.
+ * gives the same answers. Ties in the reads are broken by the values in code-unit order.
  */
 import type { Sql } from '../../shared/db/db.js';
 import type { KeyMode } from '../../shared/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { PageData } from './identifiers.js';
-import { KIND_RULES, STABLE_KINDS, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
+import { KIND_RULES, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
 export interface GraphScope {
   readonly workspaceId: string;
@@ -21,79 +29,163 @@ export interface GraphScope {
 
 export type LinkResult = Pick<ClusterPlan, 'refused' | 'resolved'>;
 
-const iso = (ms: number): string => new Date(ms).toISOString();
-
 /** The node's primary key. Cluster ids are unique across workspaces and modes too, so queries key on them alone. */
 export const nodeIdOf = (scope: GraphScope, n: GraphNode): string =>
   sha256Hex(`${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`);
 
-export class IdentityGraphRepo {
-  constructor(private readonly opts: { readonly maxClusterIdentifiers: number }) {}
+/** Advisory lock class of identity-graph updates (the second key is the graph's hash). */
+const GRAPH_LOCK_CLASS = 7_312;
 
-  /** Adds the event's nodes and links them (within the cap); stores its page data on them. */
-  async link(sql: Sql, scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): Promise<LinkResult> {
+export const graphLockKey = (scope: GraphScope): string => `${scope.workspaceId}:${scope.keyMode}`;
+
+/** Locks the graphs until the transaction ends, in one statement and one global order (no deadlock between batches). */
+export async function lockGraphs(sql: Sql, scopes: readonly GraphScope[]): Promise<void> {
+  const keys = [...new Set(scopes.map(graphLockKey))];
+  if (keys.length === 0) return;
+  await sql.query(
+    `SELECT pg_advisory_xact_lock($1, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k ORDER BY 1) AS s`,
+    [GRAPH_LOCK_CLASS, keys],
+  );
+}
+
+interface NodeRow {
+  readonly node_id: string;
+  readonly workspace_id: string;
+  readonly key_mode: KeyMode;
+  readonly kind: GraphKind;
+  readonly value: string;
+  cluster_id: string;
+  first_seen_at: number;
+  last_seen_at: number;
+  page_location: string | null;
+  user_agent: string | null;
+  page_seen_at: number | null;
+}
+
+interface EdgeRow {
+  readonly workspace_id: string;
+  readonly key_mode: KeyMode;
+  readonly a_kind: string;
+  readonly a_value: string;
+  readonly b_kind: string;
+  readonly b_value: string;
+  first_seen_at: number;
+  last_seen_at: number;
+}
+
+type DbTime = Date | string | number;
+const ms = (t: DbTime | null): number | null => (t === null ? null : new Date(t).getTime());
+const iso = (t: number | null): string | null => (t === null ? null : new Date(t).toISOString());
+const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
+const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/** What the conversion steps read of an event's cluster (answered from the snapshot). */
+export interface ClusterReader {
+  /** The cluster's newest identifiers of the given kinds, at most `perKind` each, newest first. */
+  identifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): GraphNode[];
+  /** The newest click id of the cluster first seen in (at - windowMs, at]: a click after the conversion cannot have led to it. */
+  newestClickId(clusterId: string, at: number, windowMs: number): string | undefined;
+  /** The cluster's newest session data (page location and user agent of its last seen web event; one with a URL first). */
+  newestPageData(clusterId: string): PageData | undefined;
+}
+
+/** The clusters a batch touches, whole, with the batch's changes applied in order. */
+export class GraphSnapshot implements ClusterReader {
+  private readonly nodes = new Map<string, NodeRow>();
+  private readonly members = new Map<string, Set<string>>();
+  private readonly dirty = new Set<string>();
+  private readonly edges = new Map<string, EdgeRow>();
+
+  constructor(
+    private readonly opts: { readonly maxClusterIdentifiers: number },
+    rows: readonly NodeRow[] = [],
+  ) {
+    for (const r of rows) this.put(r);
+  }
+
+  private put(r: NodeRow): void {
+    this.nodes.set(r.node_id, r);
+    let m = this.members.get(r.cluster_id);
+    if (!m) this.members.set(r.cluster_id, (m = new Set()));
+    m.add(r.node_id);
+  }
+
+  private relabel(from: string, into: string): void {
+    const moving = this.members.get(from);
+    if (!moving) return;
+    let target = this.members.get(into);
+    if (!target) this.members.set(into, (target = new Set()));
+    for (const id of moving) {
+      this.nodes.get(id)!.cluster_id = into;
+      target.add(id);
+      this.dirty.add(id);
+    }
+    this.members.delete(from);
+  }
+
+  private stableCount(clusterId: string): number {
+    let n = 0;
+    for (const id of this.members.get(clusterId) ?? []) if (KIND_RULES[this.nodes.get(id)!.kind].stable) n++;
+    return n;
+  }
+
+  /** Adds the event's nodes and links them (within the cap); stores its page data on them. One event's rules. */
+  link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
     if (nodes.length === 0) return { refused: false, resolved: null };
-    const ws = scope.workspaceId;
-    const mode = scope.keyMode;
     const ids = nodes.map((n) => nodeIdOf(scope, n));
-    const found = await sql.query<{ node_id: string; cluster_id: string }>(
-      'SELECT node_id, cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[])',
-      [ids],
-    );
-    const clusterById = new Map(found.rows.map((r) => [r.node_id, r.cluster_id]));
     const existing = new Map<string, string>();
+    let found = 0;
     nodes.forEach((n, i) => {
-      const c = clusterById.get(ids[i]!);
-      if (c !== undefined) existing.set(nodeKey(n), c);
+      const row = this.nodes.get(ids[i]!);
+      if (row) {
+        existing.set(nodeKey(n), row.cluster_id);
+        found++;
+      }
     });
-    const clusters = [...new Set(nodes.filter((n) => KIND_RULES[n.kind].merges).flatMap((n) => existing.get(nodeKey(n)) ?? []))];
     const stableCounts = new Map<string, number>();
-    const freshStable = nodes.some((n) => KIND_RULES[n.kind].stable && KIND_RULES[n.kind].merges && !existing.has(nodeKey(n)));
-    // Sizes matter only when clusters may grow: several to fuse, or new stable identifiers to add. A returning
-    // visitor (everything known, one cluster) needs no count.
-    if (clusters.length > 1 || (clusters.length === 1 && freshStable)) {
-      // Counted from the nodes themselves rather than kept as a counter: always right, even after a replay.
-      const counts = await sql.query<{ cluster_id: string; n: number }>(
-        `SELECT cluster_id, count(*)::int AS n FROM identity_nodes
-         WHERE cluster_id = ANY($1::text[]) AND kind = ANY($2::text[]) GROUP BY cluster_id`,
-        [clusters, STABLE_KINDS],
-      );
-      for (const r of counts.rows) stableCounts.set(r.cluster_id, Number(r.n));
-    }
-    const plan = planCluster({ workspaceId: ws, keyMode: mode, nodes, existing, stableCounts, cap: this.opts.maxClusterIdentifiers });
+    for (const c of new Set(existing.values())) stableCounts.set(c, this.stableCount(c));
+    const plan = planCluster({
+      workspaceId: scope.workspaceId,
+      keyMode: scope.keyMode,
+      nodes,
+      existing,
+      stableCounts,
+      cap: this.opts.maxClusterIdentifiers,
+    });
+    if (plan.merge) for (const from of plan.merge.from) this.relabel(from, plan.merge.into);
 
-    if (plan.merge) {
-      await sql.query('UPDATE identity_nodes SET cluster_id = $1 WHERE cluster_id = ANY($2::text[])', [plan.merge.into, plan.merge.from]);
-    }
-    // NOTE: ON CONFLICT never changes a node's cluster: only a merge (above) relabels.
-    await sql.query(
-      `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
-                                        page_location, user_agent, page_seen_at)
-       SELECT t.node_id, $1, $2, t.kind, t.value, t.cluster_id, $6::timestamptz, $6::timestamptz, $7, $8, $9::timestamptz
-       FROM unnest($10::text[], $3::text[], $4::text[], $5::text[]) AS t(node_id, kind, value, cluster_id)
-       ON CONFLICT (node_id) DO UPDATE SET
-         first_seen_at = LEAST(n.first_seen_at, EXCLUDED.first_seen_at),
-         last_seen_at = GREATEST(n.last_seen_at, EXCLUDED.last_seen_at),
-         page_location = CASE WHEN EXCLUDED.page_seen_at >= n.page_seen_at OR n.page_seen_at IS NULL
-                              THEN COALESCE(EXCLUDED.page_location, n.page_location) ELSE n.page_location END,
-         user_agent = CASE WHEN EXCLUDED.page_seen_at >= n.page_seen_at OR n.page_seen_at IS NULL
-                           THEN COALESCE(EXCLUDED.user_agent, n.user_agent) ELSE n.user_agent END,
-         page_seen_at = GREATEST(n.page_seen_at, EXCLUDED.page_seen_at)`,
-      [
-        ws,
-        mode,
-        nodes.map((n) => n.kind),
-        nodes.map((n) => n.value),
-        nodes.map((n) => plan.clusterOf.get(nodeKey(n))!),
-        iso(seenAt),
-        page?.page_location ?? null,
-        page?.user_agent ?? null,
-        page ? iso(seenAt) : null,
-        ids,
-      ],
-    );
+    const pageAt = page ? seenAt : null;
+    nodes.forEach((n, i) => {
+      const id = ids[i]!;
+      const row = this.nodes.get(id);
+      this.dirty.add(id);
+      if (!row) {
+        this.put({
+          node_id: id,
+          workspace_id: scope.workspaceId,
+          key_mode: scope.keyMode,
+          kind: n.kind,
+          value: n.value,
+          cluster_id: plan.clusterOf.get(nodeKey(n))!,
+          first_seen_at: seenAt,
+          last_seen_at: seenAt,
+          page_location: page?.page_location ?? null,
+          user_agent: page?.user_agent ?? null,
+          page_seen_at: pageAt,
+        });
+        return;
+      }
+      // NOTE: an existing node never changes its cluster here: only a merge (above) relabels.
+      row.first_seen_at = Math.min(row.first_seen_at, seenAt);
+      row.last_seen_at = Math.max(row.last_seen_at, seenAt);
+      if (pageAt !== null && (row.page_seen_at === null || pageAt >= row.page_seen_at)) {
+        row.page_location = page!.page_location ?? row.page_location;
+        row.user_agent = page!.user_agent ?? row.user_agent;
+      }
+      if (pageAt !== null) row.page_seen_at = row.page_seen_at === null ? pageAt : Math.max(row.page_seen_at, pageAt);
+    });
     // Edges are evidence of a link: an event that adds no node and fuses nothing links nothing new.
-    if (plan.merge || found.rows.length < nodes.length) await this.addEdges(sql, scope, nodes, plan, seenAt);
+    if (plan.merge || found < nodes.length) this.addEdges(scope, nodes, plan, seenAt);
     return { refused: plan.refused, resolved: plan.resolved };
   }
 
@@ -101,68 +193,131 @@ export class IdentityGraphRepo {
    * Edges record which identifiers were seen together (the evidence behind a cluster, e.g. to rebuild or unlink
    * later). A star from the event's best identifier to each node it was linked with; refused links get no edge.
    */
-  private async addEdges(sql: Sql, scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): Promise<void> {
+  private addEdges(scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
     const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
     if (!anchor) return;
-    const linked = nodes.filter(
-      (n) => n !== anchor && (!KIND_RULES[n.kind].merges || plan.clusterOf.get(nodeKey(n)) === plan.resolved),
-    );
-    if (linked.length === 0) return;
-    // Stored in a canonical order so that (a, b) and (b, a) are one edge.
-    const pairs = linked.map((n) => (nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor]) as [GraphNode, GraphNode]);
+    for (const n of nodes) {
+      if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
+      // Stored in a canonical order so that (a, b) and (b, a) are one edge.
+      const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
+      const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
+      const edge = this.edges.get(key);
+      if (edge) {
+        edge.first_seen_at = Math.min(edge.first_seen_at, seenAt);
+        edge.last_seen_at = Math.max(edge.last_seen_at, seenAt);
+      } else {
+        this.edges.set(key, {
+          workspace_id: scope.workspaceId,
+          key_mode: scope.keyMode,
+          a_kind: a.kind,
+          a_value: a.value,
+          b_kind: b.kind,
+          b_value: b.value,
+          first_seen_at: seenAt,
+          last_seen_at: seenAt,
+        });
+      }
+    }
+  }
+
+  private rowsOf(clusterId: string): NodeRow[] {
+    return [...(this.members.get(clusterId) ?? [])].map((id) => this.nodes.get(id)!);
+  }
+
+  identifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): GraphNode[] {
+    const rows = this.rowsOf(clusterId)
+      .filter((r) => kinds.includes(r.kind))
+      .sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b));
+    const taken = new Map<string, number>();
+    return rows
+      .filter((r) => {
+        const k = (taken.get(r.kind) ?? 0) + 1;
+        taken.set(r.kind, k);
+        return k <= perKind;
+      })
+      .map((r) => ({ kind: r.kind, value: r.value }));
+  }
+
+  newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {
+    return this.rowsOf(clusterId)
+      .filter((r) => r.kind === 'ttclid' && r.first_seen_at > at - windowMs && r.first_seen_at <= at)
+      .sort((a, b) => b.first_seen_at - a.first_seen_at || byValue(a, b))[0]?.value;
+  }
+
+  newestPageData(clusterId: string): PageData | undefined {
+    const r = this.rowsOf(clusterId)
+      .filter((n) => n.page_seen_at !== null)
+      .sort(
+        (a, b) =>
+          Number(a.page_location === null) - Number(b.page_location === null) ||
+          b.page_seen_at! - a.page_seen_at! ||
+          byString(a.kind, b.kind) ||
+          byValue(a, b),
+      )[0];
+    return r ? { page_location: r.page_location, user_agent: r.user_agent } : undefined;
+  }
+
+  /** What the batch changed, for saveGraph. */
+  changes(): { readonly nodes: NodeRow[]; readonly edges: EdgeRow[] } {
+    return { nodes: [...this.dirty].map((id) => this.nodes.get(id)!), edges: [...this.edges.values()] };
+  }
+}
+
+/** Loads, whole, every cluster that one of these nodes belongs to (one query). */
+export async function loadGraph(sql: Sql, nodeIds: readonly string[], opts: { readonly maxClusterIdentifiers: number }): Promise<GraphSnapshot> {
+  if (nodeIds.length === 0) return new GraphSnapshot(opts);
+  const r = await sql.query<Omit<NodeRow, 'first_seen_at' | 'last_seen_at' | 'page_seen_at'> & Record<'first_seen_at' | 'last_seen_at', DbTime> & { page_seen_at: DbTime | null }>(
+    `SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at, page_location, user_agent, page_seen_at
+     FROM identity_nodes WHERE cluster_id IN (SELECT cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[]))`,
+    [[...new Set(nodeIds)]],
+  );
+  return new GraphSnapshot(
+    opts,
+    r.rows.map((row) => ({
+      ...row,
+      first_seen_at: ms(row.first_seen_at)!,
+      last_seen_at: ms(row.last_seen_at)!,
+      page_seen_at: ms(row.page_seen_at),
+    })),
+  );
+}
+
+/** Writes what the batch changed: one upsert of nodes, one of edges. */
+export async function saveGraph(sql: Sql, snapshot: GraphSnapshot): Promise<void> {
+  const { nodes, edges } = snapshot.changes();
+  if (nodes.length > 0) {
+    // One JSON parameter (cheaper than eleven array parameters on PGlite, see stream/embedded/log.ts).
     await sql.query(
-      `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
-       SELECT $1, $2, t.ak, t.av, t.bk, t.bv, $7::timestamptz, $7::timestamptz
-       FROM unnest($3::text[], $4::text[], $5::text[], $6::text[]) AS t(ak, av, bk, bv)
-       ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
-         first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),
-         last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at)`,
+      `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
+                                        page_location, user_agent, page_seen_at)
+       SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at, page_location, user_agent, page_seen_at
+       FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
+            first_seen_at timestamptz, last_seen_at timestamptz, page_location text, user_agent text, page_seen_at timestamptz)
+       ON CONFLICT (node_id) DO UPDATE SET
+         cluster_id = EXCLUDED.cluster_id, first_seen_at = EXCLUDED.first_seen_at, last_seen_at = EXCLUDED.last_seen_at,
+         page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at`,
       [
-        scope.workspaceId,
-        scope.keyMode,
-        pairs.map((p) => p[0].kind),
-        pairs.map((p) => p[0].value),
-        pairs.map((p) => p[1].kind),
-        pairs.map((p) => p[1].value),
-        iso(seenAt),
+        JSON.stringify(
+          nodes.map((n) => ({
+            ...n,
+            first_seen_at: iso(n.first_seen_at),
+            last_seen_at: iso(n.last_seen_at),
+            page_seen_at: iso(n.page_seen_at),
+          })),
+        ),
       ],
     );
   }
-
-  /** The cluster's newest identifiers of the given kinds, at most `perKind` each, newest first. */
-  async identifiers(sql: Sql, clusterId: string, kinds: readonly GraphKind[], perKind: number): Promise<GraphNode[]> {
-    // NOTE: a cluster holds at most the cap of stable identifiers, so reading them all and ranking here is cheap.
-    const r = await sql.query<GraphNode>(
-      'SELECT kind, value FROM identity_nodes WHERE cluster_id = $1 AND kind = ANY($2::text[]) ORDER BY last_seen_at DESC, value',
-      [clusterId, kinds],
+  if (edges.length > 0) {
+    await sql.query(
+      `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
+       SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at
+       FROM jsonb_to_recordset($1::jsonb) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
+            first_seen_at timestamptz, last_seen_at timestamptz)
+       ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
+         first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),
+         last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at)`,
+      [JSON.stringify(edges.map((e) => ({ ...e, first_seen_at: iso(e.first_seen_at), last_seen_at: iso(e.last_seen_at) })))],
     );
-    const taken = new Map<string, number>();
-    return r.rows.filter((n) => {
-      const k = (taken.get(n.kind) ?? 0) + 1;
-      taken.set(n.kind, k);
-      return k <= perKind;
-    });
-  }
-
-  /** The newest click id of the cluster first seen in (at - windowMs, at]: a click after the conversion cannot have led to it. */
-  async newestClickId(sql: Sql, clusterId: string, at: number, windowMs: number): Promise<string | undefined> {
-    const r = await sql.query<{ value: string }>(
-      `SELECT value FROM identity_nodes
-       WHERE cluster_id = $1 AND kind = 'ttclid' AND first_seen_at > $2::timestamptz AND first_seen_at <= $3::timestamptz
-       ORDER BY first_seen_at DESC, value LIMIT 1`,
-      [clusterId, iso(at - windowMs), iso(at)],
-    );
-    return r.rows[0]?.value;
-  }
-
-  /** The cluster's newest session data (page location and user agent of its last seen web event; one with a URL first). */
-  async newestPageData(sql: Sql, clusterId: string): Promise<PageData | undefined> {
-    const r = await sql.query<PageData>(
-      `SELECT page_location, user_agent FROM identity_nodes
-       WHERE cluster_id = $1 AND page_seen_at IS NOT NULL
-       ORDER BY page_location IS NULL, page_seen_at DESC, kind, value LIMIT 1`,
-      [clusterId],
-    );
-    return r.rows[0];
   }
 }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { migrate, migrationsDir } from '../../shared/db/migrate.js';
 import { openPglite } from '../../shared/db/pglite.js';
-import { IdentityGraphRepo } from './graph-repo.js';
+import { loadGraph, nodeIdOf } from './graph-repo.js';
 
 it('0004 keeps the nodes 0003 stored and the repository finds them by their new keys', async () => {
   const db = await openPglite(undefined);
@@ -19,10 +19,12 @@ it('0004 keeps the nodes 0003 stored and the repository finds them by their new 
       VALUES ('ws', 'live', 'user_id', 'u-1', 'c_old', now(), now()), ('ws', 'live', 'client_id', 'c-1', 'c_old', now(), now())`);
     expect(await migrate(db)).toContain('0004_identity_node_ids.sql');
 
-    const graph = new IdentityGraphRepo({ maxClusterIdentifiers: 100 });
-    const linked = await graph.link(db, { workspaceId: 'ws', keyMode: 'live' }, [{ kind: 'client_id', value: 'c-1' }], Date.now(), null);
+    const scope = { workspaceId: 'ws', keyMode: 'live' } as const;
+    const node = { kind: 'client_id', value: 'c-1' } as const;
+    const graph = await loadGraph(db, [nodeIdOf(scope, node)], { maxClusterIdentifiers: 100 });
+    const linked = graph.link(scope, [node], Date.now(), null);
     expect(linked.resolved).toBe('c_old');
-    expect(await graph.identifiers(db, 'c_old', ['user_id'], 5)).toEqual([{ kind: 'user_id', value: 'u-1' }]);
+    expect(graph.identifiers('c_old', ['user_id'], 5)).toEqual([{ kind: 'user_id', value: 'u-1' }]);
   } finally {
     await db.close();
   }

@@ -1,64 +1,34 @@
 /**
- * The embedded runtime's consumer loop for one processor: read after the stage's committed offset, run the
- * processor on each record, then write outputs, dead letters, state changes and the new offset in ONE
- * transaction. A crash at any instant either commits all of a batch or none of it, so nothing is lost and nothing
- * is processed twice. A batch whose transaction fails is retried record by record; a record that fails alone
- * MAX_ATTEMPTS times is dead-lettered so the stage moves on (error policy: continue with DLQ).
+ * The embedded runtime's driver for one stage: read a batch after the stage's committed offset, run the stage on it
+ * under the error policy (error-policy.ts), then write outputs, dead letters, state changes and the new offset in
+ * ONE transaction. A crash at any instant either commits all of a batch or none of it, so nothing is lost and
+ * nothing is processed twice. The transaction starts with a lock on the stage, so several processes on one Postgres
+ * never run the same stage at once.
+ *
+ * The embedded store (PGlite) serialises transactions, and the gateway's appends wait behind a stage's batch: the
+ * batch size adapts so that one batch takes about `maxBatchMs`, which keeps the gateway inside its 1.5 s deadline.
  */
 import type { Db, Sql } from '../../shared/db/db.js';
 import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
+import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
+import { processWithPolicy } from '../error-policy.js';
+import type { ProducedRecord } from '../log.js';
+import { StoreTransaction } from '../store.js';
+import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
-import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
-import type { ProducedRecord } from '../log.js';
-import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from '../contract.js';
+import { flushTableStore, purgeStore, tableStoreTransaction } from './table-store.js';
 
-const MAX_ATTEMPTS = 3;
-
-/** A KeyValueStore over the state_store table, inside the stage's transaction. */
-export function tableStore<S>(sql: Sql, store: string): KeyValueStore<S> {
-  return {
-    async get(key) {
-      const r = await sql.query<{ value: S }>('SELECT value FROM state_store WHERE store = $1 AND key = $2', [store, key]);
-      return r.rows[0]?.value;
-    },
-    async put(key, value) {
-      await sql.query(
-        `INSERT INTO state_store (store, key, value, updated_at) VALUES ($1, $2, $3::jsonb, now())
-         ON CONFLICT (store, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
-        [store, key, JSON.stringify(value)],
-      );
-    },
-  };
-}
-
-/**
- * Deletes entries of a store not written for `retentionMs` (bounded storage for windowed stores such as dedupe's).
- * In chunks, so one purge never holds a long transaction over a large table.
- */
-export async function purgeStore(db: Sql, store: string, retentionMs: number, chunk = 5_000): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const r = await db.query<{ key: string }>(
-      `DELETE FROM state_store WHERE store = $1 AND key IN (
-         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - $2::double precision * interval '1 millisecond'
-         LIMIT $3)
-       RETURNING key`,
-      [store, retentionMs, chunk],
-    );
-    total += r.rows.length;
-    if (r.rows.length < chunk) return total;
-  }
-}
+/** Advisory lock class of embedded stage batches (the second key is the stage's name). */
+const STAGE_LOCK_CLASS = 7_312_405;
+const MIN_BATCH = 16;
 
 export interface RunnerOptions {
+  /** Most records in one batch (default 500). */
   readonly batchSize?: number;
-  /**
-   * Longest a batch's transaction may run before it commits what it has (default 50 ms). The embedded store
-   * serialises transactions, so a long stage batch would hold back the gateway's appends past their 1.5 s deadline.
-   */
+  /** Target duration of one batch's transaction (default 100 ms): the batch size adapts to it. */
   readonly maxBatchMs?: number;
   readonly idleWaitMs?: number;
   /** How often the runner purges expired entries of the stage's store (when it declares retentionMs). */
@@ -67,174 +37,148 @@ export interface RunnerOptions {
   readonly now?: () => number;
 }
 
-export class EmbeddedStageRunner<V, S> {
-  private offset: number | undefined;
+export class EmbeddedStageRunner<V, S> implements StageRunner {
+  readonly stage: string;
   private lastPurge = 0;
+  private lastPunctuate = 0;
+  private size: number;
   private readonly loop: EmbeddedConsumerLoop;
+  private readonly now: () => number;
+  private initialised = false;
 
   constructor(
     private readonly db: Db,
     private readonly log: EmbeddedLog,
-    private readonly processor: Processor<V, S>,
+    private readonly processor: Stage<V, S>,
     private readonly opts: RunnerOptions,
   ) {
+    this.stage = processor.name;
+    this.now = opts.now ?? Date.now;
+    this.size = opts.batchSize ?? 500;
     this.loop = new EmbeddedConsumerLoop({
       log,
       topic: processor.input,
       step: () => this.step(),
-      between: () => this.purgeIfDue(),
+      between: () => this.housekeeping(),
       idleWaitMs: opts.idleWaitMs,
       onError: (err) => opts.logger.error({ err, stage: processor.name }, 'stage batch failed; retrying'),
     });
   }
 
-  start(): void {
+  async start(): Promise<void> {
+    await this.init();
     this.loop.start();
   }
 
   /** Finishes the batch in flight, then stops. */
-  stop(): Promise<void> {
-    return this.loop.stop();
+  async stop(): Promise<void> {
+    await this.loop.stop();
+    await this.processor.close?.();
   }
 
   /** Processes until the input is drained (tests and shutdown). Returns the number of records handled. */
-  drain(): Promise<number> {
+  async drain(): Promise<number> {
+    await this.init();
     return this.loop.drain();
   }
 
-  /** Purges the store between batches (never concurrently with one), at most every purgeIntervalMs. */
-  private async purgeIfDue(): Promise<void> {
-    const store = this.processor.store;
-    if (!store?.retentionMs) return;
-    const now = Date.now();
-    if (now - this.lastPurge < (this.opts.purgeIntervalMs ?? 5 * 60_000)) return;
-    this.lastPurge = now;
-    const n = await purgeStore(this.db, store.name, store.retentionMs);
-    if (n > 0) stateStorePurged.inc({ store: store.name }, n);
+  private async init(): Promise<void> {
+    if (this.initialised) return;
+    await this.processor.init?.({ sql: this.db, logger: this.opts.logger });
+    this.initialised = true;
   }
 
-  private async committedOffset(): Promise<number> {
-    if (this.offset === undefined) {
-      this.offset = await committedOffset(this.db, this.processor.name, this.processor.input);
+  /** Between batches (never concurrently with one): the store's retention and the stage's punctuator, when due. */
+  private async housekeeping(): Promise<void> {
+    const now = this.now();
+    const store = this.processor.store;
+    if (store?.retentionMs && now - this.lastPurge >= (this.opts.purgeIntervalMs ?? 5 * 60_000)) {
+      this.lastPurge = now;
+      const n = await purgeStore(this.db, store.name, store.retentionMs);
+      if (n > 0) stateStorePurged.inc({ store: store.name }, n);
     }
-    return this.offset;
+    const p = this.processor.punctuate;
+    if (p && now - this.lastPunctuate >= p.everyMs) {
+      this.lastPunctuate = now;
+      await p.run(this.db, now);
+    }
   }
 
   /** One batch. Returns how many input records it consumed. */
   async step(): Promise<number> {
-    const from = await this.committedOffset();
-    const batch = await this.log.read<V>(this.processor.input, from, this.opts.batchSize ?? 500);
-    if (batch.length === 0) {
-      consumerLag.set({ stage: this.processor.name, topic: this.processor.input, partition: '0' }, 0);
+    const { processor } = this;
+    const started = performance.now();
+    const end = stageBatchDuration.startTimer({ stage: processor.name });
+    const result = await this.db.transaction(async (tx) => {
+      await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STAGE_LOCK_CLASS, processor.name]);
+      const from = await committedOffset(tx, processor.name, processor.input);
+      const batch = await this.log.read<V>(processor.input, from, this.size, tx);
+      if (batch.length === 0) return undefined;
+      const store = processor.store ? tableStoreTransaction<S>(tx, processor.store.name) : new StoreTransaction<S>(noState);
+      const records = batch.map((r) => this.inputOf(r));
+      const outcomes = await processWithPolicy(processor, records, {
+        sql: tx,
+        store,
+        now: this.now,
+        onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
+      });
+      await appendInTransaction(tx, this.outputsOf(records, outcomes));
+      if (processor.store) await flushTableStore(tx, processor.store.name, store);
+      await commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset);
+      return outcomes;
+    });
+    if (!result) {
+      consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
       return 0;
     }
-    const end = stageBatchDuration.startTimer({ stage: this.processor.name });
-    let consumed: number;
-    try {
-      consumed = await this.commitBatch(batch, this.opts.maxBatchMs ?? 50);
-    } catch (err) {
-      this.opts.logger.warn({ err, stage: this.processor.name, size: batch.length }, 'batch failed; retrying one by one');
-      for (const record of batch) await this.commitAlone(record);
-      consumed = batch.length;
-    }
     end();
-    return consumed;
-  }
-
-  private async commitAlone(record: StoredRecord<V>): Promise<void> {
-    let lastError: unknown;
-    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      try {
-        await this.commitBatch([record]);
-        return;
-      } catch (err) {
-        lastError = err;
-      }
-    }
-    // NOTE: a record is poison only if the store works. When the database itself fails, dead-lettering would throw
-    // good records away; rethrow instead so the loop backs off and retries from the same offset.
-    await this.db.query('SELECT 1');
-    // Poison record: dead-letter it with its offset, in one transaction, and move on.
-    const outcome: Outcome = { type: 'dlq', reason: 'processing_failed', error: (lastError as Error)?.message };
-    await this.db.transaction(async (tx) => {
-      await appendInTransaction(tx, new Map([[Topics.eventsDlq, [this.deadLetter(record, outcome)]]]));
-      await this.saveOffset(tx, record.offset);
-    });
-    this.offset = record.offset;
-    stageRecords.inc({ stage: this.processor.name, outcome: 'dlq', reason: 'processing_failed' });
-  }
-
-  /** Processes a prefix of the batch (all of it, or as much as fits in maxMs) and commits it. Returns its length. */
-  private async commitBatch(batch: readonly StoredRecord<V>[], maxMs = Infinity): Promise<number> {
-    const counts: Array<[Outcome['type'], string]> = [];
-    const started = Date.now();
-    let last = batch[0]!.offset;
-    await this.db.transaction(async (tx) => {
-      const outputs = new Map<TopicName, ProducedRecord[]>();
-      const push = (topic: TopicName, r: ProducedRecord): void => {
-        const list = outputs.get(topic);
-        if (list) list.push(r);
-        else outputs.set(topic, [r]);
-      };
-      const store = this.processor.store ? tableStore<S>(tx, this.processor.store.name) : noStore<S>();
-      // Already one transaction: the batch's.
-      const ctx = { sql: tx, store, now: this.opts.now ?? Date.now, atomically: <T>(fn: (sql: Sql) => Promise<T>) => fn(tx) };
-      for (const stored of batch) {
-        const input: InputRecord<V> = {
-          topic: this.processor.input,
-          partition: 0,
-          offset: String(stored.offset),
-          key: stored.key,
-          value: stored.value,
-          timestamp: stored.appendedAt,
-        };
-        // A throw aborts the whole transaction; step() then retries record by record to find the poison one.
-        const outcome = await this.processor.process(input, ctx);
-        if (outcome.type === 'ok') for (const o of outcome.outputs) push(o.topic, { key: o.key, value: o.value });
-        else if (outcome.type === 'dlq') push(Topics.eventsDlq, this.deadLetter(stored, outcome));
-        counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
-        last = stored.offset;
-        if (Date.now() - started >= maxMs) break;
-      }
-      await appendInTransaction(tx, outputs);
-      await this.saveOffset(tx, last);
-    });
-    this.offset = last;
-    for (const [outcome, reason] of counts) stageRecords.inc({ stage: this.processor.name, outcome, reason });
+    this.adapt(performance.now() - started, result.length);
+    for (const o of result) stageRecords.inc({ stage: processor.name, outcome: o.type, reason: o.type === 'ok' ? '' : o.reason });
     this.notifyDownstream();
-    return counts.length;
+    processor.afterCommit?.(result);
+    return result.length;
+  }
+
+  /** Sizes the next batch to take about maxBatchMs at the rate this one ran. */
+  private adapt(elapsedMs: number, records: number): void {
+    const max = this.opts.batchSize ?? 500;
+    const perRecord = elapsedMs / records;
+    const target = Math.floor((this.opts.maxBatchMs ?? 100) / Math.max(perRecord, 0.001));
+    this.size = Math.max(MIN_BATCH, Math.min(max, target));
+  }
+
+  private inputOf(stored: StoredRecord<V>): InputRecord<V> {
+    return {
+      topic: this.processor.input,
+      partition: 0,
+      offset: String(stored.offset),
+      key: stored.key,
+      value: stored.value,
+      timestamp: stored.appendedAt,
+    };
+  }
+
+  private outputsOf(records: readonly InputRecord<V>[], outcomes: readonly Outcome[]): Map<TopicName, ProducedRecord[]> {
+    const outputs = new Map<TopicName, ProducedRecord[]>();
+    const push = (topic: TopicName, r: ProducedRecord): void => {
+      const list = outputs.get(topic);
+      if (list) list.push(r);
+      else outputs.set(topic, [r]);
+    };
+    outcomes.forEach((o, i) => {
+      const record = records[i]!;
+      if (o.type === 'ok') for (const out of o.outputs) push(out.topic, { key: out.key, value: out.value });
+      else if (o.type === 'dlq') push(Topics.eventsDlq, { key: record.key, value: deadLetterOf(this.processor.name, record, record.value, o, this.now()) });
+    });
+    return outputs;
   }
 
   private notifyDownstream(): void {
     // Wake consumers of every topic: cheap, and stages need not know who reads their outputs.
     for (const t of Object.values(Topics)) this.log.appended.emit('append', t);
   }
-
-  private async saveOffset(tx: Sql, offset: number): Promise<void> {
-    await commitOffset(tx, this.processor.name, this.processor.input, offset);
-  }
-
-  private deadLetter(record: StoredRecord<V>, outcome: Extract<Outcome, { type: 'dlq' }>): ProducedRecord<DeadLetter> {
-    return {
-      key: record.key,
-      value: {
-        stage: this.processor.name,
-        reason: outcome.reason,
-        error: outcome.error ?? null,
-        source_topic: this.processor.input,
-        source_partition: 0,
-        source_offset: String(record.offset),
-        key: record.key,
-        value: record.value,
-        failed_at: (this.opts.now ?? Date.now)(),
-      },
-    };
-  }
 }
 
-function noStore<S>(): KeyValueStore<S> {
-  return {
-    get: () => Promise.reject(new Error('this stage has no state store')),
-    put: () => Promise.reject(new Error('this stage has no state store')),
-  };
-}
+/** The store of a stage that declares none: every read finds nothing; a write is a bug the policy dead-letters. */
+const noState = (): undefined => undefined;
+

@@ -37,10 +37,9 @@ import {
   stateStoreRestoreDuration,
 } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
+import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
+import { OutageError, processWithPolicy } from '../error-policy.js';
 import { PartitionStore, StoreTransaction, type PartitionStateStore } from '../store.js';
-import type { DeadLetter, InputRecord, KeyValueStore, Outcome, Processor } from '../contract.js';
-
-const MAX_ATTEMPTS = 3;
 
 /**
  * Header on every record a stage writes: the consumer group (stage, with its prefix) that wrote it. Lineage for
@@ -65,9 +64,9 @@ export interface KafkaRunnerDeps<V, S> {
   readonly connection: KafkaConnection;
   readonly serde: AvroSerde;
   readonly admin: KafkaAdmin;
-  /** ctx.sql: the Postgres pool (processors' writes there are idempotent by contract); ctx.atomically its transactions. */
+  /** Where ctx.sql's batch transactions are opened (contract.ts: committed just before the Kafka transaction). */
   readonly sql: Db;
-  readonly processor: Processor<V, S>;
+  readonly processor: Stage<V, S>;
   readonly options: KafkaRunnerOptions;
 }
 
@@ -85,16 +84,19 @@ interface PartitionTask<S> {
   onRestoreProgress?: () => void;
 }
 
-interface Handled {
-  readonly outcome: Outcome;
-  readonly outputs: ReadonlyArray<{ topic: TopicName; record: OutgoingRecord }>;
+/** One input record of a chunk: decoded for the stage, or already judged (undecodable, empty). */
+interface Decoded<V> {
+  readonly record: ConsumedRecord;
+  readonly input?: InputRecord<V>;
+  readonly judged?: { readonly value: unknown; readonly outcome: Extract<Outcome, { type: 'dlq' }> };
 }
 
 class TransientError extends Error {}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-export class KafkaStageRunner<V, S> {
+export class KafkaStageRunner<V, S> implements StageRunner {
+  readonly stage: string;
   readonly groupId: string;
   private readonly headers: Readonly<Record<string, string>>;
   private readonly input: TopicName;
@@ -107,9 +109,11 @@ export class KafkaStageRunner<V, S> {
   private restarting: Promise<void> | undefined;
   private lagTimer: NodeJS.Timeout | undefined;
   private restartDelay = 500;
+  private punctuateTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly deps: KafkaRunnerDeps<V, S>) {
     const { processor, connection, options } = deps;
+    this.stage = processor.name;
     this.groupId = connection.groupId(processor.name);
     this.headers = { [STAGE_GROUP_HEADER]: this.groupId };
     this.input = processor.input;
@@ -121,20 +125,32 @@ export class KafkaStageRunner<V, S> {
   /** Joins the group; resolves once the consumer runs (partitions are prepared in the background). */
   async start(): Promise<void> {
     this.stopping = false;
+    await this.deps.processor.init?.({ sql: this.deps.sql, logger: this.logger });
     await this.startConsumer();
     const every = this.deps.options.lagIntervalMs ?? 10_000;
     this.lagTimer = setInterval(() => void this.refreshLag().catch(() => undefined), every);
     this.lagTimer.unref();
+    const p = this.deps.processor.punctuate;
+    if (p) {
+      // Housekeeping on the pool, outside the batches (a punctuator's work is idempotent and independent of them).
+      this.punctuateTimer = setInterval(
+        () => void p.run(this.deps.sql, this.now()).catch((err) => this.logger.warn({ err }, 'punctuator failed')),
+        p.everyMs,
+      );
+      this.punctuateTimer.unref();
+    }
   }
 
   /** Finishes the batches in flight, leaves the group, closes the producers. */
   async stop(): Promise<void> {
     this.stopping = true;
     clearInterval(this.lagTimer);
+    clearInterval(this.punctuateTimer);
     await this.restarting;
     await this.consumer?.stop();
     this.consumer = undefined;
     await this.closeTasks();
+    await this.deps.processor.close?.();
   }
 
   /** Partitions this member owns and has prepared (tests, diagnostics). */
@@ -319,24 +335,64 @@ export class KafkaStageRunner<V, S> {
     }
   }
 
-  /** Processes records and commits outputs + dead letters + state changes + offset in one transaction. */
+  /**
+   * Processes a chunk and commits it: the stage's database transaction first (contract.ts), then ONE Kafka transaction
+   * with the outputs, the dead letters, the state changes and the offset.
+   */
   private async commitChunk(task: PartitionTask<S>, chunk: readonly ConsumedRecord[], highWatermark: bigint): Promise<void> {
-    const { processor } = this.deps;
+    const { processor, serde } = this.deps;
     const end = stageBatchDuration.startTimer({ stage: processor.name });
-    const tx = task.store?.begin();
-    const outputs = new Map<TopicName, OutgoingRecord[]>();
-    const counts: Array<[Outcome['type'], string]> = [];
-    for (const record of chunk) {
-      const handled = await this.handle(task, record, tx);
-      for (const o of handled.outputs) {
-        const list = outputs.get(o.topic);
-        if (list) list.push(o.record);
-        else outputs.set(o.topic, [o.record]);
-      }
-      counts.push([handled.outcome.type, handled.outcome.type === 'ok' ? '' : handled.outcome.reason]);
+    const decoded = await Promise.all(chunk.map((r) => this.decode(task, r)));
+    const inputs = decoded.flatMap((d) => (d.input ? [d.input] : []));
+    const tx = task.store?.begin() ?? new StoreTransaction<S>(() => undefined);
+    let processed: Outcome[];
+    try {
+      processed = await this.deps.sql.transaction((sql) =>
+        processWithPolicy(processor, inputs, {
+          sql,
+          store: tx,
+          now: this.now,
+          onFailure: (err, size) => this.logger.warn({ err, partition: task.partition, size }, 'batch attempt failed; bisecting'),
+        }),
+      );
+    } catch (err) {
+      // An outage, or the database transaction could not commit: nothing was sent, the chunk waits and comes again.
+      throw new TransientError(err instanceof OutageError ? err.message : `database: ${(err as Error).message}`);
     }
+
+    const outputs = new Map<TopicName, OutgoingRecord[]>();
+    const push = (topic: TopicName, record: OutgoingRecord): void => {
+      const list = outputs.get(topic);
+      if (list) list.push(record);
+      else outputs.set(topic, [record]);
+    };
+    const counts: Array<[Outcome['type'], string]> = [];
+    let next = 0;
+    for (const d of decoded) {
+      let outcome: Outcome;
+      let value: unknown;
+      if (d.judged) {
+        outcome = d.judged.outcome;
+        value = d.judged.value;
+      } else {
+        outcome = processed[next++]!;
+        value = d.input!.value;
+      }
+      if (outcome.type === 'ok') {
+        try {
+          const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers } }));
+          for (const e of encoded) push(e.topic, e.record);
+        } catch (err) {
+          // NOTE: the record's state writes stay (they describe what was seen); its output goes to the dead letters.
+          outcome = { type: 'dlq', reason: 'unencodable_output', error: (err as Error).message };
+        }
+      }
+      if (outcome.type === 'dlq') push(Topics.eventsDlq, this.deadLetter(task, d.record, value, outcome));
+      counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
+    }
+
     let evicted = 0;
-    if (tx && task.store) {
+    if (task.store) {
       for (const key of task.store.expired(this.now(), this.deps.options.maxEvictionsPerBatch ?? 1_000)) {
         if (tx.has(key)) continue;
         tx.delete(key);
@@ -344,7 +400,7 @@ export class KafkaStageRunner<V, S> {
       }
       const changes: OutgoingRecord[] = [];
       for (const [key, value] of tx.changes()) {
-        changes.push({ key, value: value === null ? null : this.deps.serde.encode(this.changelog!, value), partition: task.partition, headers: this.headers });
+        changes.push({ key, value: value === null ? null : serde.encode(this.changelog!, value), partition: task.partition, headers: this.headers });
       }
       if (changes.length > 0) outputs.set(this.changelog!, changes);
     }
@@ -355,90 +411,44 @@ export class KafkaStageRunner<V, S> {
       await t.sendOffset(this.groupId, this.input, task.partition, last + 1n);
     });
     produced();
-    if (tx && task.store) task.store.apply(tx, this.now());
+    if (task.store) task.store.apply(tx, this.now());
     end();
     for (const [outcome, reason] of counts) stageRecords.inc({ stage: processor.name, outcome, reason });
     if (evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, evicted);
     const lag = highWatermark - (last + 1n);
     consumerLag.set({ stage: processor.name, topic: this.input, partition: String(task.partition) }, Number(lag > 0n ? lag : 0n));
+    processor.afterCommit?.(processed);
   }
 
-  /** One record: decode, process (retried on a fresh store fork), encode its outputs; or its dead letter. */
-  private async handle(task: PartitionTask<S>, record: ConsumedRecord, tx: StoreTransaction<S> | undefined): Promise<Handled> {
-    const { processor, serde } = this.deps;
+  /** One record decoded for the stage, or judged already (empty or undecodable: dead letters). */
+  private async decode(task: PartitionTask<S>, record: ConsumedRecord): Promise<Decoded<V>> {
+    if (record.value === null) return { record, judged: { value: null, outcome: { type: 'dlq', reason: 'empty_value' } } };
     let value: unknown;
     try {
-      if (record.value === null) return this.deadLetter(task, record, null, { type: 'dlq', reason: 'empty_value' });
-      value = await serde.decode(this.input, record.value);
+      value = await this.deps.serde.decode(this.input, record.value);
     } catch (err) {
       if (err instanceof UndecodableRecordError) {
-        const raw = { undecodable_base64: record.value!.toString('base64') };
-        return this.deadLetter(task, record, raw, { type: 'dlq', reason: 'undecodable', error: err.message });
+        const raw = { undecodable_base64: record.value.toString('base64') };
+        return { record, judged: { value: raw, outcome: { type: 'dlq', reason: 'undecodable', error: err.message } } };
       }
       throw new TransientError(`schema registry: ${(err as Error).message}`);
     }
-    const input: InputRecord<V> = {
-      topic: this.input,
-      partition: task.partition,
-      offset: record.offset.toString(),
-      key: record.key,
-      value: value as V,
-      timestamp: record.timestamp,
+    return {
+      record,
+      input: {
+        topic: this.input,
+        partition: task.partition,
+        offset: record.offset.toString(),
+        key: record.key,
+        value: value as V,
+        timestamp: record.timestamp,
+      },
     };
-    let lastError: unknown;
-    for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
-      const fork = tx?.fork();
-      let outcome: Outcome;
-      try {
-        outcome = await processor.process(input, {
-          sql: this.deps.sql,
-          atomically: (fn) => this.deps.sql.transaction(fn),
-          now: this.now,
-          store: fork ?? noStore<S>(),
-        });
-      } catch (err) {
-        lastError = err;
-        continue;
-      }
-      let outputs: Handled['outputs'];
-      try {
-        outputs =
-          outcome.type === 'ok'
-            ? outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers } }))
-            : [];
-      } catch (err) {
-        return this.deadLetter(task, record, value, { type: 'dlq', reason: 'unencodable_output', error: (err as Error).message });
-      }
-      if (fork) tx!.merge(fork);
-      if (outcome.type === 'dlq') return this.deadLetter(task, record, value, outcome);
-      return { outcome, outputs };
-    }
-    // NOTE: a record is poison only if the database works: when the database fails, every record fails, and
-    // dead-lettering would throw good records away. Then the batch waits and is retried.
-    try {
-      await this.deps.sql.query('SELECT 1');
-    } catch (err) {
-      throw new TransientError(`database: ${(err as Error).message}`);
-    }
-    return this.deadLetter(task, record, value, { type: 'dlq', reason: 'processing_failed', error: (lastError as Error)?.message });
   }
 
-  private deadLetter(task: PartitionTask<S>, record: ConsumedRecord, value: unknown, outcome: Extract<Outcome, { type: 'dlq' }>): Handled {
-    const letter: DeadLetter = {
-      stage: this.deps.processor.name,
-      reason: outcome.reason,
-      error: outcome.error ?? null,
-      source_topic: this.input,
-      source_partition: task.partition,
-      source_offset: record.offset.toString(),
-      key: record.key,
-      value,
-      failed_at: this.now(),
-    };
-    return {
-      outcome,
-      outputs: [{ topic: Topics.eventsDlq, record: { key: record.key, value: this.deps.serde.encode(Topics.eventsDlq, letter), headers: this.headers } }],
-    };
+  private deadLetter(task: PartitionTask<S>, record: ConsumedRecord, value: unknown, outcome: Extract<Outcome, { type: 'dlq' }>): OutgoingRecord {
+    const at = { topic: this.input, partition: task.partition, offset: record.offset.toString(), key: record.key };
+    return { key: record.key, value: this.deps.serde.encode(Topics.eventsDlq, deadLetterOf(this.deps.processor.name, at, value, outcome, this.now())), headers: this.headers };
   }
 
   // ---- failures, lag, shutdown -----------------------------------------------------------------------------------
@@ -501,11 +511,4 @@ export class KafkaStageRunner<V, S> {
       consumerLag.set({ stage: this.deps.processor.name, topic: this.input, partition: String(p) }, Number(lag > 0n ? lag : 0n));
     }
   }
-}
-
-function noStore<S>(): KeyValueStore<S> {
-  return {
-    get: () => Promise.reject(new Error('this stage has no state store')),
-    put: () => Promise.reject(new Error('this stage has no state store')),
-  };
 }

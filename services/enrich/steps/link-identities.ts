@@ -1,0 +1,54 @@
+/**
+ * Step 2, for every event: add what its consent allows to the identity graph, and, for the events that become
+ * conversions, read what their cluster knows (click id, hashed identifiers, session data) right after their own
+ * link, exactly as one event at a time would. Set-based: one lock statement, one load, one write of nodes and one of
+ * edges for the whole batch (identity/graph-repo.ts).
+ */
+import type { Sql } from '../../shared/db/db.js';
+import { findClickId } from '../attribution.js';
+import { pageDataOf } from '../identity/identifiers.js';
+import { loadGraph, lockGraphs, nodeIdOf, saveGraph } from '../identity/graph-repo.js';
+import type { EnrichItem } from '../item.js';
+import { clusterRefusals, identifiersSkipped } from '../metrics.js';
+import { resolvePage, type ResolvedPage } from '../page-data.js';
+import { personalIdentifiers, type PersonalIdentifiers } from '../personal-data.js';
+import type { Selection } from './select-conversion.js';
+
+/** What a conversion takes from the graph, read at its event's turn in the batch. */
+export interface ClusterReads {
+  readonly click: ReturnType<typeof findClickId>;
+  readonly pii: PersonalIdentifiers;
+  readonly page: ResolvedPage;
+}
+
+export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number }) {
+  return async function linkIdentities(sql: Sql, items: readonly EnrichItem[], selections: readonly Selection[]): Promise<Array<ClusterReads | null>> {
+    for (const i of items) for (const s of i.graph.skipped) identifiersSkipped.inc({ reason: s.reason });
+    const linking = items.filter((i) => i.graph.nodes.length > 0);
+    await lockGraphs(
+      sql,
+      linking.map((i) => i.scope),
+    );
+    const graph = await loadGraph(
+      sql,
+      linking.flatMap((i) => i.graph.nodes.map((n) => nodeIdOf(i.scope, n))),
+      deps,
+    );
+    const reads = items.map((item, k) => {
+      const { e, consent } = item;
+      // Session data is kept under the same rule as the graph itself (ad_storage).
+      const linked = graph.link(item.scope, item.graph.nodes, e.received_at, consent.graph ? pageDataOf(e) : null);
+      if (linked.refused) clusterRefusals.inc();
+      const selection = selections[k]!;
+      if (selection.kind !== 'convert') return null;
+      const { setup } = selection;
+      return {
+        click: findClickId(graph, e, consent, linked.resolved, setup.click_window_days),
+        pii: personalIdentifiers(graph, consent, setup.pii_mode, linked.resolved),
+        page: resolvePage(graph, e, linked.resolved),
+      };
+    });
+    await saveGraph(sql, graph);
+    return reads;
+  };
+}

@@ -1,0 +1,101 @@
+/**
+ * The one error policy of both runtimes: what happens when a stage's batch throws.
+ *
+ *  1. Each attempt runs in a savepoint of the batch's database transaction, on a fork of the batch's store
+ *     transaction: a failed attempt leaves nothing behind, a successful one is kept.
+ *  2. A batch that throws is first checked for an outage: the transaction is asked `SELECT 1`. When that fails (or
+ *     the savepoint cannot be rolled back), the database is the problem, not a record: OutageError, and the runtime
+ *     retries the whole batch later from the same position. Nothing is dead-lettered during an outage.
+ *  3. Otherwise the batch is bisected: each half is attempted on its own (the first half's results stay when the
+ *     second fails), down to single records.
+ *  4. A single record that fails MAX_ATTEMPTS times is poison: it is dead-lettered (`processing_failed`) with the
+ *     last error, and the partition moves on.
+ * So one poison record costs about 2·log2(batch) extra attempts, and every other record of its batch is processed
+ * exactly as it would have been without it.
+ */
+import type { Sql } from '../shared/db/db.js';
+import { dlq, type InputRecord, type Outcome, type Stage } from './contract.js';
+import type { StoreTransaction } from './store.js';
+
+export const MAX_ATTEMPTS = 3;
+
+/** The batch must wait: its dependencies (the database) failed. Nothing of it was committed or dead-lettered. */
+export class OutageError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'OutageError';
+  }
+}
+
+export interface PolicyScope<S> {
+  /** The batch's database transaction. */
+  readonly sql: Sql;
+  /** The batch's store transaction (attempts work on forks of it). */
+  readonly store: StoreTransaction<S>;
+  readonly now: () => number;
+  /** Told about each failed attempt before the policy decides what to do (logging). */
+  readonly onFailure?: (err: unknown, size: number) => void;
+}
+
+/** Runs the stage over the records under the policy: one outcome per record, in order. Throws only OutageError. */
+export async function processWithPolicy<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Outcome[]> {
+  if (records.length === 0) return [];
+  try {
+    return await attempt(stage, records, scope);
+  } catch (err) {
+    if (err instanceof OutageError) throw err;
+    scope.onFailure?.(err, records.length);
+    await probe(scope.sql, err);
+    if (records.length > 1) {
+      const mid = Math.ceil(records.length / 2);
+      const left = await processWithPolicy(stage, records.slice(0, mid), scope);
+      const right = await processWithPolicy(stage, records.slice(mid), scope);
+      return [...left, ...right];
+    }
+    let last: unknown = err;
+    for (let n = 2; n <= MAX_ATTEMPTS; n++) {
+      try {
+        return await attempt(stage, records, scope);
+      } catch (again) {
+        if (again instanceof OutageError) throw again;
+        last = again;
+      }
+    }
+    await probe(scope.sql, last);
+    return [dlq('processing_failed', last)];
+  }
+}
+
+async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Outcome[]> {
+  try {
+    await scope.sql.query('SAVEPOINT stage_attempt');
+  } catch (err) {
+    throw new OutageError(`database: ${(err as Error).message}`, { cause: err });
+  }
+  const fork = scope.store.fork();
+  try {
+    const outcomes = await stage.processBatch(records, { sql: scope.sql, store: fork, now: scope.now });
+    if (outcomes.length !== records.length) {
+      throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
+    }
+    await scope.sql.query('RELEASE SAVEPOINT stage_attempt');
+    scope.store.merge(fork);
+    return outcomes;
+  } catch (err) {
+    try {
+      await scope.sql.query('ROLLBACK TO SAVEPOINT stage_attempt');
+    } catch (rollback) {
+      // The transaction itself is gone (connection lost): nothing can be judged from here.
+      throw new OutageError(`database: ${(rollback as Error).message}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+async function probe(sql: Sql, cause: unknown): Promise<void> {
+  try {
+    await sql.query('SELECT 1');
+  } catch (err) {
+    throw new OutageError(`database: ${(err as Error).message}`, { cause });
+  }
+}
