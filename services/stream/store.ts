@@ -151,3 +151,22 @@ export class StoreTransaction<S> implements KeyValueStore<S> {
     return this.writes.entries();
   }
 }
+
+const NO_STORE = 'this stage has no state store';
+
+/** The store of a stage that declares none: any use is a bug, which the error policy dead-letters. */
+export class NoStore<S> extends StoreTransaction<S> {
+  constructor() {
+    super(() => {
+      throw new Error(NO_STORE);
+    });
+  }
+
+  override async put(): Promise<void> {
+    throw new Error(NO_STORE);
+  }
+
+  override fork(): StoreTransaction<S> {
+    return new NoStore<S>();
+  }
+}

@@ -8,7 +8,7 @@ import { envelopeKey, type EventEnvelope } from '../../services/shared/envelope.
 import type { InputRecord, Outcome, Stage } from '../../services/stream/contract.js';
 import { flushTableStore, tableStoreTransaction } from '../../services/stream/embedded/table-store.js';
 import { processWithPolicy } from '../../services/stream/error-policy.js';
-import { StoreTransaction } from '../../services/stream/store.js';
+import { NoStore } from '../../services/stream/store.js';
 
 let nextOffset = 1;
 
@@ -24,7 +24,7 @@ export async function processAll<S>(db: Db, stage: Stage<unknown, S>, values: re
     const batch = records.slice(i, i + size);
     outcomes.push(
       ...(await db.transaction(async (tx) => {
-        const store = stage.store ? tableStoreTransaction<S>(tx, stage.store.name) : new StoreTransaction<S>(() => undefined);
+        const store = stage.store ? tableStoreTransaction<S>(tx, stage.store.name) : new NoStore<S>();
         const out = await processWithPolicy(stage, batch, { sql: tx, store, now: Date.now });
         if (stage.store) await flushTableStore(tx, stage.store.name, store);
         return out;

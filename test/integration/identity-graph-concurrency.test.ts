@@ -1,14 +1,15 @@
 /**
  * On Kafka several enrich consumers update one workspace's identity graph at once (different partitions, one
- * Postgres). Linking reads clusters and then merges them; the update-graph step runs it in one transaction under a
- * per-graph advisory lock, so concurrent links never merge from stale reads. Real Postgres, real concurrency.
+ * Postgres). Linking reads clusters and then merges them; the enrich stage takes the graph's lock for its whole batch
+ * transaction (identity/graph-repo.ts), so concurrent batches never merge from stale reads. Real Postgres, real
+ * concurrency: each "partition" runs its batches in transactions of its own, all partitions at once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createUpdateGraphStep } from '../../services/enrich/steps/update-graph.js';
-import { consentDecision } from '../../services/enrich/consent.js';
-import { IdentityGraphRepo, nodeIdOf } from '../../services/enrich/identity/graph-repo.js';
+import { nodeIdOf } from '../../services/enrich/identity/graph-repo.js';
+import { createEnrichProcessor } from '../../services/enrich/processor.js';
 import type { EventEnvelope } from '../../services/shared/envelope.js';
 import { freshDatabase, infraEnv } from '../helpers/infra.js';
+import { processAll } from '../helpers/stage-harness.js';
 
 let database: Awaited<ReturnType<typeof freshDatabase>>;
 beforeAll(async () => {
@@ -43,8 +44,6 @@ function envelope(i: number, a: string, b: string): EventEnvelope {
 
 describe('identity graph under concurrent consumers', () => {
   it('a chain of links made concurrently ends in one cluster', async () => {
-    const graph = new IdentityGraphRepo({ maxClusterIdentifiers: 1000 });
-    const step = createUpdateGraphStep({ graph });
     const { db } = database;
     // Event i links user u<i> with client c<i>, and event i' links client c<i> with user u<i+1>: a chain that only
     // becomes one cluster if every merge sees the merges before it.
@@ -54,7 +53,11 @@ describe('identity graph under concurrent consumers', () => {
       events.push(envelope(2 * i, `u${i}`, `c${i}`));
       events.push(envelope(2 * i + 1, `u${i + 1}`, `c${i}`));
     }
-    await Promise.all(events.map((e) => step(e, consentDecision(e.consent), (fn) => db.transaction(fn))));
+    // Six partitions, each a sequence of batches of 3, all at once: links of one chain land in concurrent batches.
+    const partitions = Array.from({ length: 6 }, (_, p) => events.filter((_, i) => i % 6 === p));
+    const stage = createEnrichProcessor({ maxClusterIdentifiers: 1000 });
+    const outcomes = await Promise.all(partitions.map((list) => processAll(db, stage, list, { batchSize: 3 })));
+    expect(outcomes.flat().every((o) => o.type === 'drop' && o.reason === 'no_forwarding_setup')).toBe(true);
     const ids = [...Array(n + 1).keys()].map((i) => nodeIdOf({ workspaceId: 'ws_race', keyMode: 'live' }, { kind: 'user_id', value: `u${i}` }));
     const r = await db.query<{ cluster_id: string }>('SELECT DISTINCT cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[])', [ids]);
     expect(r.rows).toHaveLength(1);

@@ -13,7 +13,7 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';
 import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import type { ReadRecord } from '../../services/shared/kafka/reader.js';
-import { drop, ok, type DeadLetter, type Processor } from '../../services/stream/contract.js';
+import { drop, ok, perRecord, type DeadLetter, type Stage } from '../../services/stream/contract.js';
 import { Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
 import { fromA, keyed } from '../helpers/envelopes.js';
@@ -149,12 +149,12 @@ describe('failures inside a stage (in-process runner)', () => {
     const ws = uniqueId('ws_poison');
     const name = uniqueId('poison-');
     const inner = createDedupeProcessor({ windowMs: 3_600_000 });
-    const poison: Processor<unknown, any> = {
+    const poison: Stage<unknown, any> = {
       ...inner,
       name,
-      async process(record, ctx) {
-        if ((record.value as EventEnvelope).idempotency_key === 'bad') throw new Error('cannot handle this');
-        return inner.process(record, ctx);
+      async processBatch(records, ctx) {
+        if (records.some((r) => (r.value as EventEnvelope).idempotency_key === 'bad')) throw new Error('cannot handle this');
+        return inner.processBatch(records, ctx);
       },
     };
     const groupId = kit.connection.groupId(name);
@@ -188,7 +188,7 @@ describe('failures inside a stage (in-process runner)', () => {
     const ws = uniqueId('ws_evict');
     const name = uniqueId('evict-');
     const retentionMs = 1_500;
-    const remember: Processor<unknown, { v: 1; live: { first_seen: number; request_id: string } }> = {
+    const remember = perRecord<unknown, { v: 1; live: { first_seen: number; request_id: string } }>({
       name,
       input: Topics.eventsRaw,
       store: { name, changelog: Topics.dedupeState, retentionMs },
@@ -199,7 +199,7 @@ describe('failures inside a stage (in-process runner)', () => {
         await ctx.store.put(record.key, { v: 1, live: { first_seen: e.received_at, request_id: e.request_id } });
         return ok();
       },
-    };
+    });
     const groupId = kit.connection.groupId(name);
     await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
     const fromState = await kit.ends(Topics.dedupeState);
@@ -233,7 +233,7 @@ describe('bad input', () => {
   it('a processor without a store that touches ctx.store dead-letters the record instead of stopping the stage', async () => {
     const ws = uniqueId('ws_nostore');
     const name = uniqueId('nostore-');
-    const careless: Processor<unknown, unknown> = {
+    const careless = perRecord<unknown, unknown>({
       name,
       input: Topics.eventsRaw,
       async process(record, ctx) {
@@ -241,7 +241,7 @@ describe('bad input', () => {
         await ctx.store.get('x');
         return ok();
       },
-    };
+    });
     const groupId = kit.connection.groupId(name);
     await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
     const fromDlq = await kit.ends(Topics.eventsDlq);

@@ -15,7 +15,7 @@ import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
 import { processWithPolicy } from '../error-policy.js';
 import type { ProducedRecord } from '../log.js';
-import { StoreTransaction } from '../store.js';
+import { NoStore } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
@@ -114,7 +114,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       const from = await committedOffset(tx, processor.name, processor.input);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
       if (batch.length === 0) return undefined;
-      const store = processor.store ? tableStoreTransaction<S>(tx, processor.store.name) : new StoreTransaction<S>(noState);
+      const store = processor.store ? tableStoreTransaction<S>(tx, processor.store.name) : new NoStore<S>();
       const records = batch.map((r) => this.inputOf(r));
       const outcomes = await processWithPolicy(processor, records, {
         sql: tx,
@@ -179,6 +179,4 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   }
 }
 
-/** The store of a stage that declares none: every read finds nothing; a write is a bug the policy dead-letters. */
-const noState = (): undefined => undefined;
 

@@ -39,7 +39,7 @@ import {
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
 import { OutageError, processWithPolicy } from '../error-policy.js';
-import { PartitionStore, StoreTransaction, type PartitionStateStore } from '../store.js';
+import { NoStore, PartitionStore, type PartitionStateStore } from '../store.js';
 
 /**
  * Header on every record a stage writes: the consumer group (stage, with its prefix) that wrote it. Lineage for
@@ -344,7 +344,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     const end = stageBatchDuration.startTimer({ stage: processor.name });
     const decoded = await Promise.all(chunk.map((r) => this.decode(task, r)));
     const inputs = decoded.flatMap((d) => (d.input ? [d.input] : []));
-    const tx = task.store?.begin() ?? new StoreTransaction<S>(() => undefined);
+    const tx = task.store?.begin() ?? new NoStore<S>();
     let processed: Outcome[];
     try {
       processed = await this.deps.sql.transaction((sql) =>
