@@ -36,6 +36,7 @@ import {
   SERVER_CPU,
   admin,
   runLoad,
+  scrapeSums,
   sleep,
   startJsonLineChild,
   startServiceChild,
@@ -205,13 +206,16 @@ export async function benchPipeline(
     const calRate = rate(cal);
     log(`  calibration: ${cal.delivered.at.size}/${cal.accepted} delivered, ~${Math.round(calRate)} conversions/s`);
 
-    // 2. max
+    // 2. max (with each stage's busy time over it, from the service's own metrics: which stage limits the drain)
+    const stagesBefore = await stageTimes(service.metricsUrl);
     const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
     // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
     const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
     const maxRate = rate(max);
     const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
     log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
+    const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrl), spanSec(max));
+    log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
 
     // 3. half load
     const halfReqRate = maxRate / 2 / EVENTS_PER_REQUEST;
@@ -243,7 +247,7 @@ export async function benchPipeline(
         (kafka ? ' What limits it (enrich\'s per-record SQL round trips): bench/README.md and bench/profiles/pipeline-kafka.md.' : ''),
       detail: {
         calibration: phaseDetail(cal),
-        max: { ...phaseDetail(max), latency: maxLat },
+        max: { ...phaseDetail(max), latency: maxLat, stages },
         half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
       },
     };
@@ -263,6 +267,24 @@ export async function benchPipeline(
 }
 
 type Phase = { result: LoadResult; accepted: number; delivered: Delivered; oks: Map<number, number> };
+
+/** Per stage: seconds inside batches, batches and records so far (stage_batch_duration_seconds, stage_records_total). */
+async function stageTimes(metricsUrl: string): Promise<Map<string, number>> {
+  return new Map([...(await scrapeSums(metricsUrl, 'stage')), ...(await scrapeSums(metricsUrl, 'producer'))]);
+}
+
+function stageDelta(before: Map<string, number>, after: Map<string, number>, spanSec: number) {
+  const d = (k: string) => (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  const out: Record<string, { busySec: number; busyShare: number; kafkaCommitSec: number; batches: number; records: number; recordsPerBatch: number }> = {};
+  for (const stage of ['dedupe', 'enrich', 'forwarder']) {
+    const busy = d(`stage_batch_duration_seconds_sum|${stage}`);
+    const batches = d(`stage_batch_duration_seconds_count|${stage}`);
+    const records = d(`stage_records_total|${stage}`);
+    const kafkaCommitSec = round(d(`kafka_produce_duration_seconds_sum|${stage}`), 2);
+    out[stage] = { busySec: round(busy, 2), busyShare: round(busy / spanSec, 2), kafkaCommitSec, batches, records, recordsPerBatch: batches > 0 ? Math.round(records / batches) : 0 };
+  }
+  return out;
+}
 
 function spanSec(p: Phase): number {
   const firstOk = Math.min(...p.oks.values());

@@ -94,6 +94,8 @@ export const BENCH_ADMIN_TOKEN = 'bench-admin-token-0123456789';
 
 export interface ServiceChild extends Child {
   readonly url: string;
+  /** Its Prometheus endpoint (`/metrics` on METRICS_PORT). */
+  readonly metricsUrl: string;
   readonly dataDir: string;
 }
 
@@ -110,11 +112,12 @@ export interface ServiceStart {
 
 export async function startServiceChild(opts: ServiceStart): Promise<ServiceChild> {
   const port = await freePort();
+  const metricsPort = await freePort();
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'bench-svc-'));
   const env: Record<string, string> = {
     PORT: String(port),
     HOST: '127.0.0.1',
-    METRICS_PORT: String(await freePort()),
+    METRICS_PORT: String(metricsPort),
     DATA_DIR: dataDir,
     ADMIN_TOKEN: BENCH_ADMIN_TOKEN,
     PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
@@ -124,7 +127,22 @@ export async function startServiceChild(opts: ServiceStart): Promise<ServiceChil
   const child = spawnChild(opts.cpu, [process.execPath, ...(opts.nodeArgs ?? []), opts.entry ?? join(DIST, 'services', 'compose', 'main.js')], env);
   const url = `http://127.0.0.1:${port}`;
   await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, child, 'service', opts.readyTimeoutMs ?? 90_000);
-  return { ...child, url, dataDir };
+  return { ...child, url, metricsUrl: `http://127.0.0.1:${env.METRICS_PORT}/metrics`, dataDir };
+}
+
+/** Sums of Prometheus samples by metric name and a label (text format), e.g. stage_batch_duration_seconds_sum by stage. */
+export async function scrapeSums(metricsUrl: string, label: string): Promise<Map<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+)\{([^}]*)\} ([0-9.e+-]+)$/.exec(line);
+    if (!m) continue;
+    const value = new RegExp(`${label}="([^"]*)"`).exec(m[2]!)?.[1];
+    if (value === undefined) continue;
+    const k = `${m[1]}|${value}`;
+    out.set(k, (out.get(k) ?? 0) + Number(m[3]));
+  }
+  return out;
 }
 
 /** Starts a process that prints one JSON line when it listens; resolves that line. */

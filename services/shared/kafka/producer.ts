@@ -144,6 +144,11 @@ export class TransactionalProducer {
       maxInFlightRequests: 1,
       transactionTimeout: this.opts.transactionTimeoutMs ?? 30_000,
       createPartitioner: Partitioners.DefaultPartitioner,
+      // NOTE: a transaction begun right after a commit meets CONCURRENT_TRANSACTIONS until the broker has written the
+      // previous one's markers (a few ms). With the client's 100 ms first retry every batch after the first waited
+      // 100-300 ms for it (bench/README.md, pipeline-kafka); the Java client retries this after 20 ms. Short first
+      // retries, doubling, still give up only after ~2.5 s as before.
+      retry: { initialRetryTime: 10, maxRetryTime: 1_000, retries: 10 },
     });
     try {
       await p.connect();
