@@ -7,22 +7,27 @@ $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build run test test-unit infra-up infra-down bench demo clean typecheck
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck
 
 install: $(STAMP)
 
+## The service alone (dist/services): what `make run` starts.
 build: $(STAMP)
 	npx tsc -p tsconfig.json
 
+## The service plus the benchmarks, the platform sandbox and the demo (tsconfig.dev.json).
+build-dev: $(STAMP)
+	npx tsc -p tsconfig.dev.json
+
 typecheck: $(STAMP)
-	npx tsc -p tsconfig.json --noEmit
+	npx tsc -p tsconfig.dev.json --noEmit
 
 ## The whole service on the embedded default (no Kafka, Postgres or registry needed). Ready at GET /readyz.
 run: build
 	exec node dist/services/compose/main.js
 
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
-test: build
+test: build-dev
 	bash infra/local/redis.sh ensure
 	npx vitest run
 
@@ -32,11 +37,11 @@ infra-up: build
 infra-down:
 	bash infra/local/down.sh
 
-bench: build
+bench: build-dev
 	node dist/bench/run.js
 
-demo: build
-	node dist/services/compose/demo.js
+demo: build-dev
+	node dist/test/sandbox/demo.js
 
 clean:
 	rm -rf dist

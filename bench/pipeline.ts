@@ -8,7 +8,7 @@
  * CompletePayment, the ad account connected through the OAuth flow. Every posted event is a `purchase` with ad consent
  * (70% web, 30% server, hashed identifiers): each becomes one platform record. Its event_id is its idempotency key
  * (`<run>-<request>-<index>`), which correlates the sandbox's records (`GET /_control/bench/received`,
- * services/platform-sandbox/bench-control.ts) with the request that carried them.
+ * test/sandbox/bench-control.ts) with the request that carried them.
  *
  * Method:
  *  1. calibration: a burst of CALIBRATION requests, delivered in full (warms every stage);
@@ -156,7 +156,7 @@ export async function benchPipeline(
   log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
   const { child: sandbox, info } = await startJsonLineChild<{ url: string; apiBase: string; authUrl: string; controlUrl: string; appId: string }>(
     LOAD_CPU,
-    [process.execPath, '--max-old-space-size=4096', join(DIST, 'services', 'platform-sandbox', 'main.js')],
+    [process.execPath, '--max-old-space-size=4096', join(DIST, 'test', 'sandbox', 'main.js')],
     { SANDBOX_PORT: '0' },
     'platform sandbox',
   );

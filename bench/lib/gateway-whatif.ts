@@ -1,5 +1,5 @@
 /**
- * An EXPERIMENT, not the service: the gateway (SERVICE_ROLE=gateway on Kafka) composed exactly like services/service.ts
+ * An EXPERIMENT, not the service: the gateway (SERVICE_ROLE=gateway on Kafka) composed exactly like services/compose/service.ts
  * does it — same buildApp, routes, auth, rate limits, validation, normaliser — but with the two changes to the Kafka
  * adapter that the gateway profile points at (bench/README.md), so their effect can be measured before anyone makes
  * them in services/shared/kafka:
@@ -8,7 +8,7 @@
  *     identical to AvroSerde.encode's (checked at start);
  *  2. @platformatic/kafka 1.x instead of kafkajs for the idempotent acks=all producer (compatibilityPartitioner:
  *     the same key → partition mapping as kafkajs' DefaultPartitioner).
- * Appends are group-committed like shared/runtime/kafka-log.ts (queue while a send is in flight, 1 ms linger).
+ * Appends are group-committed like stream/kafka/log.ts (queue while a send is in flight, 1 ms linger).
  * `node dist/bench/lib/gateway-whatif.js` with the service's environment; bench/gateway.ts runs it.
  */
 import avro from 'avsc';

@@ -72,7 +72,7 @@ interface Sender {
 
 async function kafkajsSender(spec: ClientSpec): Promise<Sender> {
   const connection = new KafkaConnection({ brokers: spec.brokers, clientId: 'bench-kafkajs' }, silentLogger);
-  // The gateway's settings (services/shared/runtime/kafka-log.ts).
+  // The gateway's settings (services/stream/kafka/log.ts).
   const producer = new IdempotentProducer(connection, { retries: 2, maxRetryTimeMs: 300 });
   return {
     send: (batch) => producer.send([{ topic: spec.topic, records: batch }]),

@@ -4,7 +4,7 @@ import { INTAKE_GROUP } from './intake.js';
 import { conversionProblem, planIntake } from './outbox-filing.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
-import { conversion, eventually, startRig, type ForwarderRig } from './testkit.js';
+import { conversion, eventually, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 describe('planIntake', () => {
   const c = conversion('ws_1');

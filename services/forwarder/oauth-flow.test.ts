@@ -4,7 +4,7 @@ import { silentLogger } from '../shared/logger.js';
 import { OAuthFlow } from './oauth-flow.js';
 import { PlatformClient, PlatformNotConfiguredError } from './platform-client.js';
 import { TokenCipher } from './token-cipher.js';
-import { authorizeInSandbox, sandboxControl, startRig, type ForwarderRig } from './testkit.js';
+import { authorizeInSandbox, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 let rig: ForwarderRig;
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ConnectionRepo, refreshLeadMs } from './connection-repo.js';
 import { tokenRefreshes } from './metrics.js';
 import { TokenCipher, tokenAad } from './token-cipher.js';
-import { eventually, sandboxControl, startRig, type ForwarderRig } from './testkit.js';
+import { eventually, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 let rig: ForwarderRig;
 beforeAll(async () => {

@@ -3,7 +3,7 @@ import { Topics } from '../shared/topics.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { splitRejected } from './sender.js';
-import { conversion, eventually, sandboxControl, startRig, type ForwarderRig } from './testkit.js';
+import { conversion, eventually, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 let rig: ForwarderRig;
 beforeAll(async () => {

@@ -67,7 +67,7 @@ export const stateStorePurged = new Counter({
   registers: [registry],
 });
 
-// ---- Kafka runtime (services/shared/runtime/kafka-*.ts) ----
+// ---- Kafka runtime (services/stream/kafka/*.ts) ----
 
 export const kafkaProduceDuration = new Histogram({
   name: 'kafka_produce_duration_seconds',

@@ -27,7 +27,7 @@ const post = async (path: string, key: string, body: unknown, headers: Record<st
 };
 
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.dev.json (make test does)');
   svc = await startServiceProcess();
   admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
   ws = (await admin.createWorkspace('e2e-pipeline')).id;

@@ -11,7 +11,7 @@ import { ensureInfra, REPO_ROOT } from './infra.js';
 
 export default async function setup(project: TestProject): Promise<void> {
   if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) {
-    throw new Error('the integration tests run the built service: npx tsc -p tsconfig.json first (make test does)');
+    throw new Error('the integration tests run the built service: npx tsc -p tsconfig.dev.json first (make test does)');
   }
   project.provide('infra', await ensureInfra());
 }

@@ -14,7 +14,7 @@ export async function pipelineStatus(admin: AdminClient): Promise<PipelineStatus
   return r.body;
 }
 
-/** The stages and their inputs, as in services/pipeline.ts. */
+/** The stages and their inputs, as in services/compose/pipeline.ts. */
 export const STAGES = [
   { group: 'dedupe', topic: 'events.raw' },
   { group: 'enrich', topic: 'events.deduped' },

@@ -7,10 +7,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { receivedBySandbox, SANDBOX_APP } from '../../services/forwarder/testkit.js';
+import { receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
 import type { ConversionReady } from '../../services/shared/conversion.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
-import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { allGranted, serverEvent, sha256, webEvent } from '../helpers/factories.js';

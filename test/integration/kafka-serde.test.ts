@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import avro from 'avsc';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conversion } from '../../services/forwarder/testkit.js';
+import { conversion } from '../helpers/forwarder-rig.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
 import { AvroSerde, schemasDir, schemaText, subjectOf, UndecodableRecordError } from '../../services/shared/kafka/serde.js';
 import { silentLogger } from '../../services/shared/logger.js';

@@ -6,8 +6,8 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
-import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
+import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { conversionKey } from '../../services/shared/conversion.js';
 import { openPglite } from '../../services/shared/db/pglite.js';
 import { EmbeddedLog } from '../../services/stream/embedded/log.js';
@@ -22,7 +22,7 @@ let sandbox: RunningSandbox;
 const running: ServiceProcess[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
+  if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.dev.json (make test does)');
   sandbox = await startSandbox({ port: 0 });
 });
 afterAll(async () => {

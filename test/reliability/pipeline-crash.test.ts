@@ -76,7 +76,7 @@ async function sendUntilDead(svc: ServiceProcess, apiKey: string, ledger: Ledger
 
 describe('pipeline crash test (SIGKILL at random moments)', () => {
   it('loses nothing and processes nothing twice', { timeout: 240_000 }, async () => {
-    if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.json (make test does)');
+    if (!existsSync(join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js'))) throw new Error('build first: npx tsc -p tsconfig.dev.json (make test does)');
     let svc = await startServiceProcess();
     const dataDir = svc.dataDir;
     let admin = adminClient(svc.url, TEST_ADMIN_TOKEN);

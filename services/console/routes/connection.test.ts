@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../compose/app.js';
 import { createPlatformSide } from '../../forwarder/platform.js';
-import { conversion, startRig, type ForwarderRig } from '../../forwarder/testkit.js';
+import { conversion, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { loadConfig } from '../../shared/config.js';
 import { silentLogger } from '../../shared/logger.js';
 

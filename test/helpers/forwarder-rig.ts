@@ -4,18 +4,18 @@
  * store and the real platform side (createPlatformSide) whose loops tests drive step by step.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
-import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../platform-sandbox/server.js';
-import { loadConfig, type Config } from '../shared/config.js';
-import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../shared/conversion.js';
-import type { Db } from '../shared/db/db.js';
-import { openDatabase } from '../shared/db/open.js';
-import { silentLogger, type Logger } from '../shared/logger.js';
-import { EmbeddedLog } from '../stream/embedded/log.js';
-import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
-import { Topics } from '../shared/topics.js';
-import { newId } from '../shared/ids.js';
-import type { CallbackResult } from './oauth-flow.js';
-import { createPlatformSide, type PlatformSide } from './platform.js';
+import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server.js';
+import { loadConfig, type Config } from '../../services/shared/config.js';
+import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../../services/shared/conversion.js';
+import type { Db } from '../../services/shared/db/db.js';
+import { openDatabase } from '../../services/shared/db/open.js';
+import { silentLogger, type Logger } from '../../services/shared/logger.js';
+import { EmbeddedLog } from '../../services/stream/embedded/log.js';
+import { EmbeddedStageRunner } from '../../services/stream/embedded/runner.js';
+import { Topics } from '../../services/shared/topics.js';
+import { newId } from '../../services/shared/ids.js';
+import type { CallbackResult } from '../../services/forwarder/oauth-flow.js';
+import { createPlatformSide, type PlatformSide } from '../../services/forwarder/platform.js';
 
 export const SANDBOX_APP = { id: 'sandbox-app', secret: 'sandbox-secret' } as const;
 

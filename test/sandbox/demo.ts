@@ -10,10 +10,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startSandbox } from '../platform-sandbox/server.js';
-import { startService } from './service.js';
-import { loadConfig } from '../shared/config.js';
-import { createLogger } from '../shared/logger.js';
+import { startSandbox } from './server.js';
+import { startService } from '../../services/compose/service.js';
+import { loadConfig } from '../../services/shared/config.js';
+import { createLogger } from '../../services/shared/logger.js';
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 const say = (line: string): void => void process.stdout.write(`${line}\n`);

@@ -1,6 +1,6 @@
 import { startSandbox } from './server.js';
 
-/** CLI entry: `node dist/services/platform-sandbox/main.js`. The only module of the sandbox that reads env. */
+/** CLI entry: `node dist/test/sandbox/main.js`. The only module of the sandbox that reads env. */
 async function main(): Promise<void> {
   const port = Number(process.env.SANDBOX_PORT ?? 9900);
   if (!Number.isInteger(port) || port < 0 || port > 65_535) {
