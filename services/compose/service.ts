@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { forwardingRoutes } from '../console/routes/forwarding.js';
 import { pipelineRoutes } from '../console/routes/pipeline.js';
-import { createPlatformSide, type PlatformSide } from '../forwarder/platform.js';
+import { createPlatformSide, type PlatformSide } from './platform.js';
 import { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
 import { createRateLimiter } from '../gateway/rate-limit.js';
 import { pipelineStages } from './pipeline.js';

@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { platformLatency } from './metrics.js';
+import { ServiceError } from '../shared/errors.js';
 
 export type PlatformEndpoint = 'access_token' | 'refresh_token' | 'revoke_token' | 'advertiser_info' | 'event_track';
 
@@ -35,10 +36,9 @@ export interface PlatformClientOptions {
   readonly now?: () => number;
 }
 
-export class PlatformNotConfiguredError extends Error {
+export class PlatformNotConfiguredError extends ServiceError {
   constructor() {
     super('the platform app is not configured: set PLATFORM_APP_ID and PLATFORM_APP_SECRET');
-    this.name = 'PlatformNotConfiguredError';
   }
 }
 

@@ -56,7 +56,7 @@ export class Revoker {
       token = cipher.open(row.access_token_enc, tokenAad.access(ws));
     } catch (err) {
       await this.remove(id);
-      logger.error({ workspace: ws, err: (err as Error).message }, 'revocation dropped: the stored token does not open');
+      logger.error({ workspace: ws, err }, 'revocation dropped: the stored token does not open');
       revocations.inc({ outcome: 'gave_up' });
       return 'gave_up';
     }

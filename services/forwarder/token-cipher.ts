@@ -6,15 +6,15 @@
  * `ws_123:access`): a token copied into another workspace's row, or swapped for the refresh token, fails to open.
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { ServiceError } from '../shared/errors.js';
 
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 const KEY_ID = /^[A-Za-z0-9_-]{1,32}$/;
 
-export class TokenCipherError extends Error {
+export class TokenCipherError extends ServiceError {
   constructor(message: string) {
     super(message);
-    this.name = 'TokenCipherError';
   }
 }
 

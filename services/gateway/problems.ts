@@ -2,6 +2,7 @@
  * Error types of the ingestion API. Endpoint A answers RFC 9457 problem documents whose `type` resolves to a page
  * served at /problems/{slug}; endpoint B answers `{error, message}` with the spec's texts. One table serves both.
  */
+import { ServiceError } from '../shared/errors.js';
 export interface ProblemType {
   readonly slug: string;
   readonly status: number;
@@ -125,14 +126,14 @@ export function problemDocument(baseUrl: string, key: ProblemKey, detail: string
 }
 
 /** Thrown inside the ingestion routes; the error handler renders it in the endpoint's format. */
-export class IngestError extends Error {
+export class IngestError extends ServiceError {
   constructor(
     readonly problem: ProblemKey,
     readonly detail: string,
     readonly headers: Readonly<Record<string, string>> = {},
   ) {
-    super(detail);
-    this.name = 'IngestError';
+    // The client may send the same request again after a 429 or a 503; anything else it must change first.
+    super(detail, { retryable: PROBLEMS[problem].status === 429 || PROBLEMS[problem].status === 503 });
   }
   get statusCode(): number {
     return PROBLEMS[this.problem].status;

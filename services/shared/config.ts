@@ -4,6 +4,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { ServiceError } from './errors.js';
 
 export const SERVICE_ROLES = ['all', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher', 'console'] as const;
 export type ServiceRole = (typeof SERVICE_ROLES)[number];
@@ -144,10 +145,9 @@ export interface Config {
   };
 }
 
-export class ConfigError extends Error {
+export class ConfigError extends ServiceError {
   constructor(readonly variable: string, problem: string) {
     super(`invalid configuration: ${variable} ${problem}`);
-    this.name = 'ConfigError';
   }
 }
 

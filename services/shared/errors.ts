@@ -1,17 +1,14 @@
-/** Errors that carry a type, whether a retry can help, a cause and context (never a secret). */
+/**
+ * The one base error of the service: its name is its class, `retryable` says whether the same operation may succeed
+ * later (an outage, a deadline) or never will (bad input, bad configuration, a bug), and the cause is kept. Log it as
+ * `{ err }` so the logger keeps the stack; never only its message.
+ */
 export class ServiceError extends Error {
-  constructor(
-    readonly type: string,
-    message: string,
-    readonly opts: { retryable?: boolean; cause?: unknown; context?: Record<string, unknown>; statusCode?: number } = {},
-  ) {
-    super(message, { cause: opts.cause });
-    this.name = 'ServiceError';
-  }
-  get retryable(): boolean {
-    return this.opts.retryable ?? false;
-  }
-  get statusCode(): number | undefined {
-    return this.opts.statusCode;
+  readonly retryable: boolean;
+
+  constructor(message: string, opts: { readonly retryable?: boolean; readonly cause?: unknown } = {}) {
+    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
+    this.name = new.target.name;
+    this.retryable = opts.retryable ?? false;
   }
 }

@@ -20,7 +20,10 @@
 import type { Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import type { TopicName } from '../shared/topics.js';
-import type { PartitionStateStore } from './store.js';
+import type { DeadLetter } from '../shared/dead-letter.js';
+import type { KeyValueStore, PartitionStateStore } from './store.js';
+
+export type { DeadLetter, KeyValueStore };
 
 export interface InputRecord<V> {
   readonly topic: TopicName;
@@ -52,18 +55,6 @@ export const dlq = (reason: string, error?: unknown): Outcome => ({
   reason,
   error: error === undefined ? undefined : error instanceof Error ? error.message : String(error),
 });
-
-/**
- * A keyed state store owned by the runtime (e.g. dedupe's first-seen markers). Writes are visible to later reads of
- * the same batch at once and are committed atomically with the outputs and the input position. On Kafka the store is
- * in memory, restored from its compacted changelog; embedded, it is a table read once per batch (`getMany`).
- */
-export interface KeyValueStore<V> {
-  get(key: string): Promise<V | undefined>;
-  /** Values of many keys in one read (absent keys are absent from the map). */
-  getMany(keys: readonly string[]): Promise<Map<string, V>>;
-  put(key: string, value: V): Promise<void>;
-}
 
 export interface BatchContext<S> {
   /** The batch's database transaction (see the module comment: the same meaning on both runtimes). */
@@ -130,19 +121,6 @@ export function perRecord<V, S = never>(stage: RecordStage<V, S>): Stage<V, S> {
       return outcomes;
     },
   };
-}
-
-/** The dead-letter record every runtime writes for a record a stage could not process. */
-export interface DeadLetter {
-  readonly stage: string;
-  readonly reason: string;
-  readonly error: string | null;
-  readonly source_topic: string;
-  readonly source_partition: number;
-  readonly source_offset: string;
-  readonly key: string;
-  readonly value: unknown;
-  readonly failed_at: number;
 }
 
 export function deadLetterOf(

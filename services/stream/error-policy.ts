@@ -16,14 +16,14 @@
 import type { Sql } from '../shared/db/db.js';
 import { dlq, type InputRecord, type Outcome, type Stage } from './contract.js';
 import type { StoreTransaction } from './store.js';
+import { ServiceError } from '../shared/errors.js';
 
 export const MAX_ATTEMPTS = 3;
 
 /** The batch must wait: its dependencies (the database) failed. Nothing of it was committed or dead-lettered. */
-export class OutageError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'OutageError';
+export class OutageError extends ServiceError {
+  constructor(message: string, options: { cause?: unknown } = {}) {
+    super(message, { retryable: true, cause: options.cause });
   }
 }
 

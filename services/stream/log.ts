@@ -1,4 +1,5 @@
 import type { TopicName } from '../shared/topics.js';
+import { ServiceError } from '../shared/errors.js';
 
 export interface ProducedRecord<V = unknown> {
   readonly key: string;
@@ -6,10 +7,9 @@ export interface ProducedRecord<V = unknown> {
 }
 
 /** Thrown when records could not be made durable before the caller's deadline. Nothing of them was written. */
-export class NotDurableError extends Error {
+export class NotDurableError extends ServiceError {
   constructor(message: string, readonly retryAfterSeconds = 1) {
-    super(message);
-    this.name = 'NotDurableError';
+    super(message, { retryable: true });
   }
 }
 

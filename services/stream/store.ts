@@ -11,7 +11,18 @@
  * each (also for those already expired when the changelog was restored), so the changelog shrinks by compaction too. Entries are kept in write order (a write moves its key to the
  * end), so finding the expired ones looks only at the oldest.
  */
-import type { KeyValueStore } from './contract.js';
+
+/**
+ * A keyed state store owned by the runtime (e.g. dedupe's first-seen markers). Writes are visible to later reads of
+ * the same batch at once and are committed atomically with the outputs and the input position. On Kafka the store is
+ * in memory, restored from its compacted changelog; embedded, it is a table read once per batch (`getMany`).
+ */
+export interface KeyValueStore<V> {
+  get(key: string): Promise<V | undefined>;
+  /** Values of many keys in one read (absent keys are absent from the map). */
+  getMany(keys: readonly string[]): Promise<Map<string, V>>;
+  put(key: string, value: V): Promise<void>;
+}
 
 interface Entry<S> {
   readonly value: S;

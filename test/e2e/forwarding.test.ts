@@ -9,7 +9,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { createPlatformSide, type PlatformSide } from '../../services/forwarder/platform.js';
+import { createPlatformSide, type PlatformSide } from '../../services/compose/platform.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
 import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';

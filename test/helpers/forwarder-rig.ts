@@ -15,7 +15,7 @@ import { EmbeddedStageRunner } from '../../services/stream/embedded/runner.js';
 import { Topics } from '../../services/shared/topics.js';
 import { newId } from '../../services/shared/ids.js';
 import type { CallbackResult } from '../../services/forwarder/oauth-flow.js';
-import { createPlatformSide, type PlatformSide } from '../../services/forwarder/platform.js';
+import { createPlatformSide, type PlatformSide } from '../../services/compose/platform.js';
 
 export const SANDBOX_APP = { id: 'sandbox-app', secret: 'sandbox-secret' } as const;
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../compose/app.js';
-import { createPlatformSide } from '../../forwarder/platform.js';
+import { createPlatformSide } from '../../compose/platform.js';
 import { conversion, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { loadConfig } from '../../shared/config.js';
 import { silentLogger } from '../../shared/logger.js';

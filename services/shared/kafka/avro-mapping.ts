@@ -9,7 +9,7 @@
 import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../conversion.js';
 import type { EventEnvelope, Identifier, SessionData } from '../envelope.js';
 import { Topics, type TopicName } from '../topics.js';
-import type { DeadLetter } from '../../stream/contract.js';
+import type { DeadLetter } from '../dead-letter.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type AvroValue = Record<string, any>;

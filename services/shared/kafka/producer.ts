@@ -12,6 +12,7 @@
  */
 import { Partitioners, type Producer, type Transaction } from 'kafkajs';
 import type { KafkaConnection } from './client.js';
+import { ServiceError } from '../errors.js';
 
 export interface OutgoingRecord {
   readonly key: string | null;
@@ -115,10 +116,9 @@ export interface TransactionScope {
   sendOffset(groupId: string, topic: string, partition: number, nextOffset: bigint): Promise<void>;
 }
 
-export class ProducerFencedError extends Error {
+export class ProducerFencedError extends ServiceError {
   constructor(message: string) {
     super(message);
-    this.name = 'ProducerFencedError';
   }
 }
 

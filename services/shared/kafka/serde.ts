@@ -15,15 +15,15 @@ import type { Logger } from '../logger.js';
 import { repoRoot } from '../repo-root.js';
 import { Topics, type TopicName } from '../topics.js';
 import { TOPIC_MAPPINGS } from './avro-mapping.js';
+import { ServiceError } from '../errors.js';
 
 const MAGIC_BYTE = 0;
 const REGISTRY_CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
 
 /** A record whose bytes cannot be read as any registered schema: a poison record, not an outage. */
-export class UndecodableRecordError extends Error {
+export class UndecodableRecordError extends ServiceError {
   constructor(message: string) {
     super(message);
-    this.name = 'UndecodableRecordError';
   }
 }
 
@@ -195,7 +195,7 @@ async function withRetries<T>(fn: () => Promise<T>, attempts: number, logger: Lo
       if (attempt >= attempts || (status !== undefined && status >= 400 && status < 500)) {
         throw new Error(`schema registry: ${what} failed: ${(err as Error).message}`, { cause: err });
       }
-      logger.warn({ err: (err as Error).message, attempt }, `schema registry: ${what} failed; retrying`);
+      logger.warn({ err, attempt }, `schema registry: ${what} failed; retrying`);
       await new Promise((r) => setTimeout(r, delay));
       delay = Math.min(delay * 2, 2_000);
     }

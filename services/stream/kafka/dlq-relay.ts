@@ -47,7 +47,7 @@ export class DeadLetterRelay {
     this.timer = setTimeout(() => {
       this.running = this.drain()
         .then(() => undefined)
-        .catch((err: unknown) => this.deps.logger.warn({ err: (err as Error).message }, 'dead-letter relay failed; retrying'))
+        .catch((err: unknown) => this.deps.logger.warn({ err }, 'dead-letter relay failed; retrying'))
         .finally(() => this.schedule(this.deps.intervalMs ?? 1_000));
     }, ms);
   }

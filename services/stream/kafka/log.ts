@@ -109,7 +109,7 @@ export class KafkaEventLog implements EventLogProducer {
           this.health = { at: Date.now(), ok: true };
           for (const p of group) this.settle(p);
         } catch (err) {
-          this.logger.warn({ err: (err as Error).message, records: group.reduce((n, p) => n + p.records.length, 0) }, 'kafka append failed');
+          this.logger.warn({ err, records: group.reduce((n, p) => n + p.records.length, 0) }, 'kafka append failed');
           this.health = { at: Date.now(), ok: false };
           const e = new NotDurableError(`the broker did not acknowledge the events: ${(err as Error).message}`);
           for (const p of group) this.settle(p, e);

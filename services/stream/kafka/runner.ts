@@ -91,7 +91,6 @@ interface Decoded<V> {
   readonly judged?: { readonly value: unknown; readonly outcome: Extract<Outcome, { type: 'dlq' }> };
 }
 
-class TransientError extends Error {}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -169,7 +168,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       onPosition: (topic, partition, next) => {
         if (topic === this.changelog) this.advanceRestore(partition, next);
       },
-      onCrash: (err) => this.logger.warn({ err: err.message }, 'consumer crashed; it rejoins the group'),
+      onCrash: (err) => this.logger.warn({ err }, 'consumer crashed; it rejoins the group'),
     });
     this.consumer = consumer;
     await consumer.start();
@@ -234,7 +233,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         return;
       } catch (err) {
         if (task.phase !== 'preparing') return;
-        this.logger.warn({ err: (err as Error).message, partition: task.partition }, 'preparing partition failed; retrying');
+        this.logger.warn({ err, partition: task.partition }, 'preparing partition failed; retrying');
         await task.producer.close();
         await sleep(delay);
         delay = Math.min(delay * 2, 5_000);
@@ -295,7 +294,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     } catch (err) {
       if (!(err instanceof UndecodableRecordError)) throw err;
       // A state record nobody can read is no state: the key counts as absent (logged; never written by this runtime).
-      this.logger.error({ err: err.message, key: r.key, offset: r.offset.toString() }, 'undecodable changelog record skipped');
+      this.logger.error({ err, key: r.key, offset: r.offset.toString() }, 'undecodable changelog record skipped');
       return null;
     }
   }
@@ -314,13 +313,13 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       try {
         await this.commitChunk(task, chunk, batch.highWatermark);
       } catch (err) {
-        if (err instanceof TransientError) {
+        if (err instanceof OutageError) {
           // Nothing was sent: the chunk is fetched and processed again after a pause.
-          this.logger.warn({ err: err.message, partition: task.partition }, 'batch postponed');
+          this.logger.warn({ err, partition: task.partition }, 'batch postponed');
           await sleep(500);
           return;
         }
-        this.logger.error({ err: (err as Error).message, partition: task.partition }, 'transaction failed; rejoining the group');
+        this.logger.error({ err, partition: task.partition }, 'transaction failed; rejoining the group');
         this.restart();
         return;
       }
@@ -357,7 +356,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       );
     } catch (err) {
       // An outage, or the database transaction could not commit: nothing was sent, the chunk waits and comes again.
-      throw new TransientError(err instanceof OutageError ? err.message : `database: ${(err as Error).message}`);
+      throw err instanceof OutageError ? err : new OutageError(`database: ${(err as Error).message}`, { cause: err });
     }
 
     const outputs = new Map<TopicName, OutgoingRecord[]>();
@@ -431,7 +430,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         const raw = { undecodable_base64: record.value.toString('base64') };
         return { record, judged: { value: raw, outcome: { type: 'dlq', reason: 'undecodable', error: err.message } } };
       }
-      throw new TransientError(`schema registry: ${(err as Error).message}`);
+      throw new OutageError(`schema registry: ${(err as Error).message}`);
     }
     return {
       record,
@@ -462,7 +461,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       try {
         await this.consumer?.stop();
       } catch (err) {
-        this.logger.warn({ err: (err as Error).message }, 'leaving the group failed');
+        this.logger.warn({ err }, 'leaving the group failed');
       }
       this.consumer = undefined;
       await this.closeTasks();
@@ -474,7 +473,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           break;
         } catch (err) {
           this.restartDelay = Math.min(this.restartDelay * 2, 5_000);
-          this.logger.warn({ err: (err as Error).message }, 'rejoining the group failed; retrying');
+          this.logger.warn({ err }, 'rejoining the group failed; retrying');
           const failed = this.consumer as GroupConsumer | undefined;
           this.consumer = undefined;
           await failed?.stop().catch(() => undefined);

@@ -14,15 +14,15 @@ import type { Db } from '../shared/db/db.js';
 import { randomBase62 } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import type { Stage } from '../stream/contract.js';
-import { ConnectionRepo } from './connection-repo.js';
-import { createForwarderIntake } from './intake.js';
-import { OAuthFlow } from './oauth-flow.js';
-import { OutboxRepo } from './outbox-repo.js';
-import { PlatformClient } from './platform-client.js';
-import { TokenRefresher } from './refresher.js';
-import { Revoker } from './revoker.js';
-import { ForwardSender } from './sender.js';
-import { TokenCipher } from './token-cipher.js';
+import { ConnectionRepo } from '../forwarder/connection-repo.js';
+import { createForwarderIntake } from '../forwarder/intake.js';
+import { OAuthFlow } from '../forwarder/oauth-flow.js';
+import { OutboxRepo } from '../forwarder/outbox-repo.js';
+import { PlatformClient } from '../forwarder/platform-client.js';
+import { TokenRefresher } from '../forwarder/refresher.js';
+import { Revoker } from '../forwarder/revoker.js';
+import { ForwardSender } from '../forwarder/sender.js';
+import { TokenCipher } from '../forwarder/token-cipher.js';
 
 export interface PlatformRoles {
   /** Intake of conversions.ready and the sender. */
