@@ -13,7 +13,7 @@ import { benchDedupeMemory } from './dedupe-memory.js';
 import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
 import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
 import { hasTaskset } from './lib/proc.js';
-import { gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
+import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
 import { benchKafkaClient } from './kafka-client.js';
 import { benchPipeline } from './pipeline.js';
 
@@ -49,6 +49,7 @@ function gatewayResult(name: string, service: Measured, baseline: Measured, note
     notes,
     target: kafka ? 'ratio ≥ 0.5, p99 < 50 ms at half load' : '– (Kafka target applies; reported for comparison)',
     met: kafka ? ratio >= 0.5 && p99 < 50 : null,
+    ...(kafka ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}),
     detail,
   };
 }
@@ -110,7 +111,10 @@ async function main(): Promise<void> {
       const profiled = process.argv.includes('--profile-pipeline');
       const r = await benchPipeline(runtime, runtime === 'kafka' ? kenv!.env : {}, log, { profile: profiled });
       if (profiled) log('  (profiled run: results not written)');
-      else log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
+      else
+        log(
+          `  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.`, ...(runtime === 'kafka' ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}) })}`,
+        );
     });
   }
 

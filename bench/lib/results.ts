@@ -20,9 +20,14 @@ export interface BenchResult {
   /** Target of the issue, for the table: e.g. "ratio >= 0.5, p99 < 50 ms". */
   readonly target?: string;
   readonly met?: boolean | null;
+  /** Which Kafka client ran where (Kafka benchmarks), e.g. "gateway producer: @platformatic/kafka; stage runner: kafkajs". */
+  readonly kafka_client?: string;
   /** Everything else measured (phases, counts), for whoever reads the file. */
   readonly detail?: unknown;
 }
+
+/** The service's Kafka clients, as this commit wires them (shared/kafka/fast-producer.ts, stream/kafka/runner.ts). */
+export const SERVICE_KAFKA_CLIENTS = 'gateway producer: @platformatic/kafka; transactional stage runner and dead-letter relay: kafkajs';
 
 export const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results');
 export const PROFILES_DIR = join(REPO_ROOT, 'bench', 'profiles');
