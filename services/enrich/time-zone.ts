@@ -33,11 +33,23 @@ export const isValidTimeZone = (timeZone: string): boolean => formatterFor(timeZ
 
 const pad = (n: number, width = 2): string => String(Math.abs(n)).padStart(width, '0');
 
+/** The last second formatted per zone: conversions of one batch mostly share their second. */
+const lastFormatted = new Map<string, { seconds: number; text: string }>();
+
 /** Formats epoch ms in an IANA time zone. Throws on an unknown zone (callers check isValidTimeZone). */
 export function formatInTimeZone(epochMs: number, timeZone: string): string {
+  const seconds = Math.floor(epochMs / 1000) * 1000;
+  const last = lastFormatted.get(timeZone);
+  if (last?.seconds === seconds) return last.text;
+  const text = format(seconds, timeZone);
+  if (lastFormatted.size >= 1_000) lastFormatted.clear();
+  lastFormatted.set(timeZone, { seconds, text });
+  return text;
+}
+
+function format(seconds: number, timeZone: string): string {
   const f = formatterFor(timeZone);
   if (!f) throw new RangeError(`unknown time zone ${timeZone}`);
-  const seconds = Math.floor(epochMs / 1000) * 1000;
   const parts = Object.fromEntries(f.formatToParts(new Date(seconds)).map((p) => [p.type, p.value]));
   const [y, mo, d, h, mi, s] = ['year', 'month', 'day', 'hour', 'minute', 'second'].map((k) => Number(parts[k]));
   // The zone's offset at that instant: the wall-clock reading taken as UTC, minus the instant itself.

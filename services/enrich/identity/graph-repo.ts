@@ -73,9 +73,6 @@ interface EdgeRow {
   last_seen_at: number;
 }
 
-type DbTime = Date | string | number;
-const ms = (t: DbTime | null): number | null => (t === null ? null : new Date(t).getTime());
-const iso = (t: number | null): string | null => (t === null ? null : new Date(t).toISOString());
 const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
 const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
@@ -95,12 +92,21 @@ export class GraphSnapshot implements ClusterReader {
   private readonly members = new Map<string, Set<string>>();
   private readonly dirty = new Set<string>();
   private readonly edges = new Map<string, EdgeRow>();
+  /** node_id by scope and node: each is a SHA-256, computed once per batch. */
+  private readonly ids = new Map<string, string>();
 
-  constructor(
-    private readonly opts: { readonly maxClusterIdentifiers: number },
-    rows: readonly NodeRow[] = [],
-  ) {
+  constructor(private readonly opts: { readonly maxClusterIdentifiers: number }) {}
+
+  /** The rows of the clusters read from the store (before any link). */
+  load(rows: readonly NodeRow[]): void {
     for (const r of rows) this.put(r);
+  }
+
+  idOf(scope: GraphScope, n: GraphNode): string {
+    const k = `${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`;
+    let id = this.ids.get(k);
+    if (id === undefined) this.ids.set(k, (id = nodeIdOf(scope, n)));
+    return id;
   }
 
   private put(r: NodeRow): void {
@@ -132,7 +138,7 @@ export class GraphSnapshot implements ClusterReader {
   /** Adds the event's nodes and links them (within the cap); stores its page data on them. One event's rules. */
   link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
     if (nodes.length === 0) return { refused: false, resolved: null };
-    const ids = nodes.map((n) => nodeIdOf(scope, n));
+    const ids = nodes.map((n) => this.idOf(scope, n));
     const existing = new Map<string, string>();
     let found = 0;
     nodes.forEach((n, i) => {
@@ -264,22 +270,26 @@ export class GraphSnapshot implements ClusterReader {
 }
 
 /** Loads, whole, every cluster that one of these nodes belongs to (one query). */
-export async function loadGraph(sql: Sql, nodeIds: readonly string[], opts: { readonly maxClusterIdentifiers: number }): Promise<GraphSnapshot> {
-  if (nodeIds.length === 0) return new GraphSnapshot(opts);
-  const r = await sql.query<Omit<NodeRow, 'first_seen_at' | 'last_seen_at' | 'page_seen_at'> & Record<'first_seen_at' | 'last_seen_at', DbTime> & { page_seen_at: DbTime | null }>(
-    `SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at, page_location, user_agent, page_seen_at
+export async function loadGraph(
+  sql: Sql,
+  nodes: ReadonlyArray<{ readonly scope: GraphScope; readonly node: GraphNode }>,
+  opts: { readonly maxClusterIdentifiers: number },
+): Promise<GraphSnapshot> {
+  const snapshot = new GraphSnapshot(opts);
+  if (nodes.length === 0) return snapshot;
+  const ids = [...new Set(nodes.map((n) => snapshot.idOf(n.scope, n.node)))];
+  // Times as epoch milliseconds (float8): cheaper to read than timestamps parsed into Dates, and exact to the ms.
+  const r = await sql.query<NodeRow>(
+    `SELECT node_id, workspace_id, key_mode, kind, value, cluster_id,
+            (extract(epoch from first_seen_at) * 1000)::float8 AS first_seen_at,
+            (extract(epoch from last_seen_at) * 1000)::float8 AS last_seen_at,
+            page_location, user_agent,
+            (extract(epoch from page_seen_at) * 1000)::float8 AS page_seen_at
      FROM identity_nodes WHERE cluster_id IN (SELECT cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[]))`,
-    [[...new Set(nodeIds)]],
+    [ids],
   );
-  return new GraphSnapshot(
-    opts,
-    r.rows.map((row) => ({
-      ...row,
-      first_seen_at: ms(row.first_seen_at)!,
-      last_seen_at: ms(row.last_seen_at)!,
-      page_seen_at: ms(row.page_seen_at),
-    })),
-  );
+  snapshot.load(r.rows.map((row) => ({ ...row, first_seen_at: Number(row.first_seen_at), last_seen_at: Number(row.last_seen_at), page_seen_at: row.page_seen_at === null ? null : Number(row.page_seen_at) })));
+  return snapshot;
 }
 
 /** Writes what the batch changed: one upsert of nodes, one of edges. */
@@ -290,34 +300,26 @@ export async function saveGraph(sql: Sql, snapshot: GraphSnapshot): Promise<void
     await sql.query(
       `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
                                         page_location, user_agent, page_seen_at)
-       SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at, page_location, user_agent, page_seen_at
+       SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0),
+              page_location, user_agent, to_timestamp(page_seen_at / 1000.0)
        FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
-            first_seen_at timestamptz, last_seen_at timestamptz, page_location text, user_agent text, page_seen_at timestamptz)
+            first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8)
        ON CONFLICT (node_id) DO UPDATE SET
          cluster_id = EXCLUDED.cluster_id, first_seen_at = EXCLUDED.first_seen_at, last_seen_at = EXCLUDED.last_seen_at,
          page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at`,
-      [
-        JSON.stringify(
-          nodes.map((n) => ({
-            ...n,
-            first_seen_at: iso(n.first_seen_at),
-            last_seen_at: iso(n.last_seen_at),
-            page_seen_at: iso(n.page_seen_at),
-          })),
-        ),
-      ],
+      [JSON.stringify(nodes)],
     );
   }
   if (edges.length > 0) {
     await sql.query(
       `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
-       SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at
+       SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0)
        FROM jsonb_to_recordset($1::jsonb) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
-            first_seen_at timestamptz, last_seen_at timestamptz)
+            first_seen_at float8, last_seen_at float8)
        ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
          first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),
          last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at)`,
-      [JSON.stringify(edges.map((e) => ({ ...e, first_seen_at: iso(e.first_seen_at), last_seen_at: iso(e.last_seen_at) })))],
+      [JSON.stringify(edges)],
     );
   }
 }

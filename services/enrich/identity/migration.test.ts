@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { migrate, migrationsDir } from '../../shared/db/migrate.js';
 import { openPglite } from '../../shared/db/pglite.js';
-import { loadGraph, nodeIdOf } from './graph-repo.js';
+import { loadGraph } from './graph-repo.js';
 
 it('0004 keeps the nodes 0003 stored and the repository finds them by their new keys', async () => {
   const db = await openPglite(undefined);
@@ -21,7 +21,7 @@ it('0004 keeps the nodes 0003 stored and the repository finds them by their new 
 
     const scope = { workspaceId: 'ws', keyMode: 'live' } as const;
     const node = { kind: 'client_id', value: 'c-1' } as const;
-    const graph = await loadGraph(db, [nodeIdOf(scope, node)], { maxClusterIdentifiers: 100 });
+    const graph = await loadGraph(db, [{ scope, node }], { maxClusterIdentifiers: 100 });
     const linked = graph.link(scope, [node], Date.now(), null);
     expect(linked.resolved).toBe('c_old');
     expect(graph.identifiers('c_old', ['user_id'], 5)).toEqual([{ kind: 'user_id', value: 'u-1' }]);

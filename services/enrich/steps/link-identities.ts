@@ -7,7 +7,7 @@
 import type { Sql } from '../../shared/db/db.js';
 import { findClickId } from '../attribution.js';
 import { pageDataOf } from '../identity/identifiers.js';
-import { loadGraph, lockGraphs, nodeIdOf, saveGraph } from '../identity/graph-repo.js';
+import { loadGraph, lockGraphs, saveGraph } from '../identity/graph-repo.js';
 import type { EnrichItem } from '../item.js';
 import { clusterRefusals, identifiersSkipped } from '../metrics.js';
 import { resolvePage, type ResolvedPage } from '../page-data.js';
@@ -31,7 +31,7 @@ export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers:
     );
     const graph = await loadGraph(
       sql,
-      linking.flatMap((i) => i.graph.nodes.map((n) => nodeIdOf(i.scope, n))),
+      linking.flatMap((i) => i.graph.nodes.map((node) => ({ scope: i.scope, node }))),
       deps,
     );
     const reads = items.map((item, k) => {
