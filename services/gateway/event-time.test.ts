@@ -101,6 +101,38 @@ describe('endpoint B with API-Version 2026-12-01', () => {
   });
 });
 
+describe("endpoint B's phone alias (2026-12-01)", () => {
+  const PHONE = 'a'.repeat(64);
+  const NUMERIC = 'B'.repeat(64);
+  const withPhone = (phone: Record<string, unknown>) =>
+    sgtmEvent({ event_metadata: { identifiers: [{ alias_type: 'user', user_id: 'u-1' }, { alias_type: 'phone', ...phone }] } });
+
+  it('becomes the hashed phone identifiers', async () => {
+    const res = await post('/v1/sgtm', [withPhone({ hashed_phone: PHONE, hashed_phone_numeric: NUMERIC })], V2);
+    expect(res.statusCode).toBe(200);
+    expect((await lastEnvelope()).identifiers).toEqual([
+      { kind: 'user_id', value: 'u-1' },
+      { kind: 'phone_e164_sha256', value: PHONE },
+      { kind: 'phone_numeric_sha256', value: NUMERIC.toLowerCase() },
+    ]);
+  });
+
+  it('stays an unknown alias without the header, as before', async () => {
+    const res = await post('/v1/sgtm', [withPhone({ hashed_phone: '+44 20 7946 0018' })]);
+    expect(res.statusCode).toBe(200);
+    expect((await lastEnvelope()).identifiers).toContainEqual({ kind: 'other', alias: 'phone', value: '+44 20 7946 0018' });
+  });
+
+  it.each([
+    ['a plain number', { hashed_phone: '+44 20 7946 0018' }, '[0].event_metadata.identifiers[1].hashed_phone must be a SHA-256 hex digest'],
+    ['no hashed_phone', { phone: 'x' }, '[0].event_metadata.identifiers[1].hashed_phone is required'],
+  ])('refuses %s', async (_name, phone, message) => {
+    const res = await post('/v1/sgtm', [withPhone(phone)], V2);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().message).toContain(message);
+  });
+});
+
 describe('bad input', () => {
   const now = () => Date.now();
   const cases: Array<[string, () => unknown, RegExp]> = [

@@ -11,7 +11,7 @@ import type {
   SessionData,
 } from '../shared/envelope.js';
 import { parseEventTime } from './validation/event-time.js';
-import { acceptsEventTime } from './validation/validate.js';
+import { isV20261201OrLater } from './validation/validate.js';
 
 export interface RequestContext {
   readonly workspaceId: string;
@@ -66,7 +66,7 @@ export function normaliseEvent(ctx: RequestContext, apiVersion: string, raw: unk
   const c = e.event_metadata.consent;
   const key = e.event_metadata.idempotency_key;
   const eventTime =
-    e.event_time !== undefined && acceptsEventTime(apiVersion) ? parseEventTime(e.event_time, `[${index}].event_time`, ctx.receivedAt) : null;
+    e.event_time !== undefined && isV20261201OrLater(apiVersion) ? parseEventTime(e.event_time, `[${index}].event_time`, ctx.receivedAt) : null;
   const envelope: { -readonly [K in keyof EventEnvelope]: EventEnvelope[K] } = {
     v: 1,
     workspace_id: ctx.workspaceId,
@@ -139,7 +139,15 @@ export function normaliseSgtmEvent(
 ): EventEnvelope {
   const e = raw as SgtmEvent;
   const identifiers: Identifier[] = [];
+  const v20261201 = isV20261201OrLater(apiVersion);
   for (const id of e.event_metadata.identifiers) {
+    if (v20261201 && id.alias_type === 'phone') {
+      identifiers.push({ kind: 'phone_e164_sha256', value: (id.hashed_phone as string).toLowerCase() });
+      if (typeof id.hashed_phone_numeric === 'string') {
+        identifiers.push({ kind: 'phone_numeric_sha256', value: id.hashed_phone_numeric.toLowerCase() });
+      }
+      continue;
+    }
     switch (id.alias_type) {
       case 'client':
         identifiers.push({ kind: 'client_id', value: id.anonymous_client_id as string });
@@ -170,7 +178,7 @@ export function normaliseSgtmEvent(
   const idempotencyKey = requestKey === undefined ? null : eventsInRequest > 1 ? `${requestKey}:${index}` : requestKey;
   const time = e.event_metadata.event_time;
   const eventTime =
-    time !== undefined && acceptsEventTime(apiVersion) ? parseEventTime(time, `[${index}].event_metadata.event_time`, ctx.receivedAt) : null;
+    time !== undefined && v20261201 ? parseEventTime(time, `[${index}].event_metadata.event_time`, ctx.receivedAt) : null;
   const envelope: { -readonly [K in keyof EventEnvelope]: EventEnvelope[K] } = {
     v: 1,
     workspace_id: ctx.workspaceId,

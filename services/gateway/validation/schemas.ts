@@ -147,7 +147,11 @@ export const sgtmSchema = {
   },
 } as const;
 
-/** Endpoint B, version 2026-12-01: an optional `event_metadata.event_time` on each event. */
+/**
+ * Endpoint B, version 2026-12-01: an optional `event_metadata.event_time` on each event, and the `phone` alias type
+ * (`hashed_phone`: SHA-256 of E.164 with the `+`; optional `hashed_phone_numeric`: without it), which older versions
+ * keep as an unknown alias.
+ */
 export const sgtmSchemaV20261201 = {
   ...sgtmSchema,
   $id: 'sgtm-2026-12-01',
@@ -157,7 +161,23 @@ export const sgtmSchemaV20261201 = {
       ...sgtmSchema.items.properties,
       event_metadata: {
         ...sgtmSchema.items.properties.event_metadata,
-        properties: { ...sgtmSchema.items.properties.event_metadata.properties, event_time: eventTime },
+        properties: {
+          ...sgtmSchema.items.properties.event_metadata.properties,
+          event_time: eventTime,
+          identifiers: {
+            ...sgtmSchema.items.properties.event_metadata.properties.identifiers,
+            items: {
+              ...sgtmIdentifier,
+              allOf: [
+                ...sgtmIdentifier.allOf,
+                {
+                  if: { required: ['alias_type'], properties: { alias_type: { const: 'phone' } } },
+                  then: { required: ['hashed_phone'], properties: { hashed_phone: sha256, hashed_phone_numeric: sha256 } },
+                },
+              ],
+            },
+          },
+        },
       },
     },
   },

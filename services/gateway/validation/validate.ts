@@ -18,7 +18,10 @@ export interface ApiVersion {
   /** Request schema of endpoint A and of endpoint B under this version. */
   readonly events: ValidateFunction;
   readonly sgtm: ValidateFunction;
-  /** Whether events may carry their own time (A: `event_time`; B: `event_metadata.event_time`). */
+  /**
+   * 2026-12-01 and later: events may carry their own time (A: `event_time`; B: `event_metadata.event_time`) and B
+   * knows the `phone` alias type.
+   */
   readonly eventTime: boolean;
 }
 
@@ -34,8 +37,8 @@ export const API_VERSIONS: ReadonlyMap<string, ApiVersion> = new Map([
   ],
 ]);
 
-/** Whether events under this API-Version may carry their own time. */
-export const acceptsEventTime = (apiVersion: string | null): boolean =>
+/** Whether this API-Version has the 2026-12-01 additions (event time; B's phone alias). */
+export const isV20261201OrLater = (apiVersion: string | null): boolean =>
   apiVersion !== null && API_VERSIONS.get(apiVersion)?.eventTime === true;
 
 export const validateSgtm: ValidateFunction = API_VERSIONS.get(CURRENT_API_VERSION)!.sgtm;

@@ -390,7 +390,7 @@ export interface paths {
                             };
                             identifiers: ({
                                 alias_type: string;
-                            } & (unknown & unknown & unknown))[];
+                            } & (unknown & unknown & unknown & unknown))[];
                             /** @description API-Version 2026-12-01 and later: when the event happened, as an RFC 3339 date-time with offset or an integer of Unix seconds; at most 7 days before the request and 5 minutes after it. Becomes the forwarded event_time and conversion_date_time (default: when the service received it). Ignored under 2026-11-01. */
                             event_time?: string | number;
                         };
