@@ -25,3 +25,6 @@ export interface PhoneVector {
 
 export const VECTORS_PATH = join(import.meta.dirname, '..', '..', 'vectors', 'identifiers.json');
 export const vectors: { email: EmailVector[]; phone: PhoneVector[] } = JSON.parse(readFileSync(VECTORS_PATH, 'utf8'));
+
+/** The country calling code of an ISO 3166-1 alpha-2 country (`GB` → `44`), for the tag's parameter. */
+export { getCountryCallingCode as callingCodeOf } from 'libphonenumber-js/max';
