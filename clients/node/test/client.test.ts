@@ -6,7 +6,8 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClient, type AdminClient } from '../../../test/helpers/admin-client.js';
-import { readTopic, waitForDrain } from '../../../test/helpers/pipeline.js';
+import { readTopic } from '../../../test/helpers/pipeline.js';
+import { dedupeDrained } from './drain.js';
 import { TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../../../test/helpers/service-process.js';
 import { createClient, DeliveryError, hashedIdentifiers, QueueFullError, type ClientOptions, type EventInput } from '../src/index.js';
 import { startFaultProxy, type FaultProxy } from './fault-proxy.js';
@@ -69,8 +70,9 @@ describe('batching', () => {
     for (let i = 0; i < 1200; i++) mustArrive.get(ws)!.add(c.track(event()));
     await c.shutdown();
     expect(errors).toEqual([]);
-    expect(since(from).map((r) => [r.events, r.status])).toEqual([[500, 202], [500, 202], [200, 202]]);
-    expect(c.stats).toMatchObject({ delivered: 1200, failed: 0, retries: 0, requests: 3 });
+    // (a loaded service may answer 503 and a batch goes again: look at what was accepted)
+    expect(since(from).filter((r) => r.status === 202).map((r) => r.events)).toEqual([500, 500, 200]);
+    expect(c.stats).toMatchObject({ delivered: 1200, failed: 0 });
     expect(c.queueDepth).toBe(0);
   });
 
@@ -84,9 +86,11 @@ describe('batching', () => {
     const reqs = since(from);
     expect(reqs.length).toBeGreaterThanOrEqual(3);
     for (const r of reqs) expect(r.bytes).toBeLessThanOrEqual(1024 * 1024);
-    expect(reqs.reduce((n, r) => n + r.events, 0)).toBe(120);
+    // A loaded service may answer 503 and the batch goes again: count what was accepted.
+    const accepted = reqs.filter((r) => r.status === 202);
+    expect(accepted.reduce((n, r) => n + r.events, 0)).toBe(120);
     // Full batches are close to the limit, not far under it.
-    expect(reqs[0]!.bytes).toBeGreaterThan(1024 * 1024 - 21_000);
+    expect(accepted[0]!.bytes).toBeGreaterThan(1024 * 1024 - 21_000);
     await c.shutdown();
   });
 
@@ -144,33 +148,44 @@ describe('retries', () => {
     expect(reqs.some((r, i) => r.status === 503 && reqs.slice(i + 1).some((s) => s.status === 202 && s.keys[0] === r.keys[0]))).toBe(true);
     expect(c.stats.delivered).toBe(1000);
     expect(c.stats.retries).toBeGreaterThanOrEqual(20);
-  });
+  }, 120_000);
 
   it("honours Retry-After of the service's own 429 (free plan: 10 requests/s + a burst of 20)", async () => {
     const { ws, key } = await workspace('free');
-    // Another sender of the workspace uses up the bucket (refused requests count too, and cost the service little).
-    const burn = await Promise.all(
-      Array.from({ length: 60 }, () =>
-        fetch(`${svc.url}/v1/events`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: '[]',
-        }).then((r) => r.status),
-      ),
-    );
-    expect(burn).toContain(429);
+    // Another sender of the workspace empties the bucket and keeps it empty (refused requests count too and cost
+    // the service little) until the client has met a 429.
     const { c, errors } = client(key, { maxBatchEvents: 1, flushIntervalMs: 1 });
     const from = proxy.seen.length;
+    let burning = true;
+    let emptied = false;
+    const burner = (async () => {
+      for (let round = 0; burning && round < 300; round++) {
+        const statuses = await Promise.all(
+          Array.from({ length: 20 }, () =>
+            fetch(`${svc.url}/v1/events`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+              body: '[]',
+            }).then((r) => r.status),
+          ),
+        );
+        if (statuses.includes(429)) emptied = true;
+      }
+    })();
+    while (!emptied) await new Promise((r) => setTimeout(r, 5));
     for (let i = 0; i < 5; i++) mustArrive.get(ws)!.add(c.track(event()));
-    await c.shutdown({ timeoutMs: 60_000 });
+    while (!since(from).some((r) => r.status === 429) && c.queueDepth > 0) await new Promise((r) => setTimeout(r, 5));
+    burning = false;
+    await burner;
+    await c.shutdown({ timeoutMs: 90_000 });
     expect(errors).toEqual([]);
     const reqs = since(from);
     const limited = reqs.findIndex((r) => r.status === 429);
-    expect(limited).toBe(0);
+    expect(limited).toBeGreaterThanOrEqual(0);
     // The next request waited at least what Retry-After said (whole seconds, at least 1).
     expect(reqs[limited + 1]!.at - reqs[limited]!.at).toBeGreaterThanOrEqual(950);
     expect(c.stats.delivered).toBe(5);
-  });
+  }, 120_000);
 
   it('a kill -9 and restart of the service in the middle of a batch: nothing lost, nothing accepted twice', async () => {
     const { ws, key } = await workspace();
@@ -195,7 +210,7 @@ describe('retries', () => {
     expect(depthDuringOutage).toBeGreaterThan(0);
     expect(since(from).some((r) => r.status === -1)).toBe(true); // the client saw the outage
     expect(c.stats.delivered).toBe(3000);
-  });
+  }, 180_000);
 });
 
 describe('bad input', () => {
@@ -279,7 +294,7 @@ describe('bad input', () => {
 
 describe('what the service holds', () => {
   it('every event given to a client is accepted exactly once', async () => {
-    await waitForDrain(admin);
+    await dedupeDrained(admin);
     await svc.stop();
     const deduped = await readTopic<{ workspace_id: string; idempotency_key: string; event_time?: number }>(svc.dataDir, 'events.deduped');
     for (const [ws, keys] of mustArrive) {
@@ -289,5 +304,6 @@ describe('what the service holds', () => {
     }
     const timed = deduped.find((r) => r.value.idempotency_key === 'order-77')!;
     expect(Math.floor(timed.value.event_time! / 1000)).toBe(Math.floor(eventTimes.get('order-77')! / 1000));
-  });
+  }, 180_000);
 });
+
