@@ -4,6 +4,7 @@
  * schemas the handlers validate against (validation/schemas.ts).
  */
 import { eventsSchemaV20261201, sgtmSchemaV20261201 } from './validation/schemas.js';
+import { API_VERSIONS } from './validation/validate.js';
 
 const stripId = <T extends { $id?: string }>(s: T): Omit<T, '$id'> => {
   const { $id: _id, ...rest } = s;
@@ -41,7 +42,7 @@ export const eventsRouteSchema = {
       'api-version': {
         type: 'string',
         pattern: '^\\d{4}-\\d{2}-\\d{2}$',
-        enum: ['2026-12-01', '2026-11-01'],
+        enum: [...API_VERSIONS.keys()],
         description:
           'Request schema version, echoed in the answer. 2026-11-01 (the default when absent): the spec as written. 2026-12-01: adds an optional `event_time` on each event. The body below is the newest version.',
       },
@@ -69,7 +70,7 @@ export const sgtmRouteSchema = {
       'idempotency-key': { type: 'string', description: 'A request with a key already seen is answered success and not processed.' },
       'api-version': {
         type: 'string',
-        enum: ['2026-12-01', '2026-11-01'],
+        enum: [...API_VERSIONS.keys()],
         description:
           'Optional; echoed when sent. Absent or 2026-11-01: as before. 2026-12-01: adds an optional `event_metadata.event_time` on each event. The body below is the newest version.',
       },
