@@ -2,12 +2,17 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
 STAMP := node_modules/.install-stamp
+CLIENT_STAMP := clients/node/node_modules/.install-stamp
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck
+$(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
+	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients
 
 install: $(STAMP)
 
@@ -26,8 +31,12 @@ typecheck: $(STAMP)
 run: build
 	exec node dist/services/compose/main.js
 
+## The sender kit's npm package (clients/node), built to clients/node/dist. Its tests run in `make test`.
+clients: $(CLIENT_STAMP)
+	npm --prefix clients/node run build
+
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
-test: build-dev
+test: build-dev clients
 	bash infra/local/redis.sh ensure
 	npx vitest run
 
@@ -44,8 +53,9 @@ demo: build-dev
 	node dist/test/sandbox/demo.js
 
 clean:
-	rm -rf dist
+	rm -rf dist clients/node/dist
 
 ## Regenerates docs/openapi.json from the routes (a test fails when it is stale).
-openapi: build
+openapi: build $(CLIENT_STAMP)
 	node dist/services/bin/openapi.js
+	npm --prefix clients/node run generate

@@ -15,6 +15,15 @@ export default defineConfig({
         },
       },
       {
+        // The sender kit (clients/): its own packages, tested against the real service (built dist/, as make test does).
+        extends: true,
+        test: {
+          name: 'clients',
+          include: ['clients/*/test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, 'clients/*/node_modules/**'],
+        },
+      },
+      {
         // Real Kafka, registry and Postgres (started by the globalSetup when not given). The files share the broker's
         // topics: they run one at a time, after the unit project.
         extends: true,

@@ -113,7 +113,8 @@ describe('endpoint A: POST /v1/events', () => {
   describe('API-Version header', () => {
     it.each([
       ['2026-11-01', 202, undefined],
-      ['2020-01-01', 400, 'API-Version 2020-01-01 is not supported; supported: 2026-11-01'],
+      ['2026-12-01', 202, undefined],
+      ['2020-01-01', 400, 'API-Version 2020-01-01 is not supported; supported: 2026-12-01, 2026-11-01'],
       ['2026-1-01', 400, 'API-Version must be a date YYYY-MM-DD; got "2026-1-01"'],
       ['latest', 400, 'API-Version must be a date YYYY-MM-DD; got "latest"'],
       ['', 400, 'API-Version must be a date YYYY-MM-DD; got ""'],

@@ -10,6 +10,8 @@ import type {
   KeyMode,
   SessionData,
 } from '../shared/envelope.js';
+import { parseEventTime } from './validation/event-time.js';
+import { isV20261201OrLater } from './validation/validate.js';
 
 export interface RequestContext {
   readonly workspaceId: string;
@@ -27,6 +29,8 @@ export interface RequestContext {
 
 interface WebOrServerEvent {
   event_name: string;
+  /** API-Version 2026-12-01 and later. */
+  event_time?: string | number;
   event_source: 'WEB' | 'SERVER';
   event_data: Record<string, unknown>;
   event_metadata: {
@@ -61,7 +65,9 @@ export function normaliseEvent(ctx: RequestContext, apiVersion: string, raw: unk
   }
   const c = e.event_metadata.consent;
   const key = e.event_metadata.idempotency_key;
-  return {
+  const eventTime =
+    e.event_time !== undefined && isV20261201OrLater(apiVersion) ? parseEventTime(e.event_time, `[${index}].event_time`, ctx.receivedAt) : null;
+  const envelope: { -readonly [K in keyof EventEnvelope]: EventEnvelope[K] } = {
     v: 1,
     workspace_id: ctx.workspaceId,
     key_mode: ctx.keyMode,
@@ -85,6 +91,9 @@ export function normaliseEvent(ctx: RequestContext, apiVersion: string, raw: unk
     session,
     payload: e.event_data,
   };
+  // NOTE: set only when given, so envelopes without it stay exactly as they were (and as Avro decodes them).
+  if (eventTime !== null) envelope.event_time = eventTime;
+  return envelope;
 }
 
 function frontendSession(d: Record<string, unknown>): SessionData {
@@ -106,6 +115,8 @@ interface SgtmEvent {
   event_metadata: {
     consent: Record<keyof ConsentState, boolean>;
     identifiers: Array<Record<string, unknown> & { alias_type: string }>;
+    /** API-Version 2026-12-01 and later. */
+    event_time?: string | number;
   };
 }
 
@@ -114,6 +125,7 @@ const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referr
 const granted = (b: boolean): ConsentValue => (b ? 'GRANTED' : 'DENIED');
 
 /**
+ * `apiVersion`: the API-Version header when the sender gave one (null: none, the behaviour before versions on B).
  * `requestKey` is the Idempotency-Key header. A request with several events gives each `<key>:<index>`, and dedupe
  * works on the request key (the first request wins whole). Without a header, event ids derive from the payload.
  */
@@ -123,10 +135,19 @@ export function normaliseSgtmEvent(
   index: number,
   requestKey: string | undefined,
   eventsInRequest: number,
+  apiVersion: string | null = null,
 ): EventEnvelope {
   const e = raw as SgtmEvent;
   const identifiers: Identifier[] = [];
+  const v20261201 = isV20261201OrLater(apiVersion);
   for (const id of e.event_metadata.identifiers) {
+    if (v20261201 && id.alias_type === 'phone') {
+      identifiers.push({ kind: 'phone_e164_sha256', value: (id.hashed_phone as string).toLowerCase() });
+      if (typeof id.hashed_phone_numeric === 'string') {
+        identifiers.push({ kind: 'phone_numeric_sha256', value: id.hashed_phone_numeric.toLowerCase() });
+      }
+      continue;
+    }
     switch (id.alias_type) {
       case 'client':
         identifiers.push({ kind: 'client_id', value: id.anonymous_client_id as string });
@@ -155,7 +176,10 @@ export function normaliseSgtmEvent(
   }
   const c = e.event_metadata.consent;
   const idempotencyKey = requestKey === undefined ? null : eventsInRequest > 1 ? `${requestKey}:${index}` : requestKey;
-  return {
+  const time = e.event_metadata.event_time;
+  const eventTime =
+    time !== undefined && v20261201 ? parseEventTime(time, `[${index}].event_metadata.event_time`, ctx.receivedAt) : null;
+  const envelope: { -readonly [K in keyof EventEnvelope]: EventEnvelope[K] } = {
     v: 1,
     workspace_id: ctx.workspaceId,
     key_mode: ctx.keyMode,
@@ -164,7 +188,7 @@ export function normaliseSgtmEvent(
     index,
     received_at: ctx.receivedAt,
     endpoint: 'sgtm',
-    api_version: null,
+    api_version: apiVersion,
     idempotency_key: idempotencyKey,
     dedupe: requestKey === undefined ? null : { key: requestKey, scope: 'request' },
     source: null,
@@ -179,5 +203,7 @@ export function normaliseSgtmEvent(
     session,
     payload: e.event_payload,
   };
+  if (eventTime !== null) envelope.event_time = eventTime;
+  return envelope;
 }
 

@@ -3,7 +3,8 @@
  * from the routes, so routes and document cannot drift apart). Request bodies are documented with the very
  * schemas the handlers validate against (validation/schemas.ts).
  */
-import { eventsSchemaV20261101, sgtmSchema } from './validation/schemas.js';
+import { eventsSchemaV20261201, sgtmSchemaV20261201 } from './validation/schemas.js';
+import { API_VERSIONS } from './validation/validate.js';
 
 const stripId = <T extends { $id?: string }>(s: T): Omit<T, '$id'> => {
   const { $id: _id, ...rest } = s;
@@ -41,11 +42,13 @@ export const eventsRouteSchema = {
       'api-version': {
         type: 'string',
         pattern: '^\\d{4}-\\d{2}-\\d{2}$',
-        description: 'Request schema version; default and only supported value: 2026-11-01. Echoed in the answer.',
+        enum: [...API_VERSIONS.keys()],
+        description:
+          'Request schema version, echoed in the answer. 2026-11-01 (the default when absent): the spec as written. 2026-12-01: adds an optional `event_time` on each event. The body below is the newest version.',
       },
     },
   },
-  body: stripId(eventsSchemaV20261101),
+  body: stripId(eventsSchemaV20261201),
   response: {
     202: {
       description: 'Accepted and durable.',
@@ -65,9 +68,15 @@ export const sgtmRouteSchema = {
     type: 'object',
     properties: {
       'idempotency-key': { type: 'string', description: 'A request with a key already seen is answered success and not processed.' },
+      'api-version': {
+        type: 'string',
+        enum: [...API_VERSIONS.keys()],
+        description:
+          'Optional; echoed when sent. Absent or 2026-11-01: as before. 2026-12-01: adds an optional `event_metadata.event_time` on each event. The body below is the newest version.',
+      },
     },
   },
-  body: stripId(sgtmSchema),
+  body: stripId(sgtmSchemaV20261201),
   response: {
     200: { type: 'object', required: ['status'], properties: { status: { type: 'string', enum: ['success'] } } },
     ...Object.fromEntries([400, 401, 408, 413, 415, 429, 500, 503].map((c) => [c, sgtmErrorSchema])),

@@ -37,13 +37,21 @@ const table = {
     description:
       'The `API-Version` header must be a date `YYYY-MM-DD` naming one of the supported request schema versions, listed in `detail`. Omit the header to use the current version.',
   },
+  eventTime: {
+    slug: 'invalid-event-time',
+    status: 400,
+    title: 'Event time is invalid or out of range',
+    sgtmError: 'Invalid request format',
+    description:
+      'With `API-Version: 2026-12-01` an event may carry its own time (endpoint A: `event_time` on the event; endpoint B: `event_metadata.event_time`): an RFC 3339 date-time with its offset (`2026-11-21T18:04:05Z`, `2026-11-21T19:04:05+01:00`) or an integer of Unix seconds. It must be at most 7 days before the request and at most 5 minutes after it. `detail` names the event and the bound it broke. Nothing of the request was accepted: fix or drop that event and resend.',
+  },
   unhashedPii: {
     slug: 'unhashed-personal-data',
     status: 400,
     title: 'Personal data must be hashed',
     sgtmError: 'Invalid request format',
     description:
-      'A field that carries personal data (email, phone) must hold its SHA-256 digest as 64 hexadecimal characters. Normalise first (email: lowercase and trim; phone: E.164 with and without the plus sign), then hash. The service never stores or forwards plain personal data, so the request was refused whole.',
+      'A field that carries personal data (email, phone) must hold its SHA-256 digest as 64 hexadecimal characters. Normalise first (email: lowercase and trim; phone: E.164 with and without the plus sign), then hash; the SDK (`clients/node`: `hashEmail`, `hashPhone`) and the server-side tag template do it for you, and docs/identifiers.md has the rules with test vectors. The service never stores or forwards plain personal data, so the request was refused whole.',
   },
   mediaType: {
     slug: 'unsupported-media-type',

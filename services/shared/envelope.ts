@@ -57,7 +57,7 @@ export interface EventEnvelope {
   /** Epoch ms at which the gateway received the request. */
   readonly received_at: number;
   readonly endpoint: Endpoint;
-  /** API-Version applied (endpoint A); null for endpoint B. */
+  /** API-Version applied (endpoint A); for endpoint B the header when sent, else null. */
   readonly api_version: string | null;
   /**
    * The event's idempotency key: A's event_metadata.idempotency_key; B's Idempotency-Key header (suffixed
@@ -77,7 +77,14 @@ export interface EventEnvelope {
   readonly session: SessionData | null;
   /** A's event_data, B's event_payload: kept whole. */
   readonly payload: Readonly<Record<string, unknown>>;
+  /**
+   * Epoch ms at which the event happened, as the sender said (API-Version 2026-12-01: A's `event_time`, B's
+   * `event_metadata.event_time`, checked against received_at). Absent: unknown, use received_at.
+   * NOTE: optional (null in Avro) so that envelopes written before the field existed stay valid and unchanged.
+   */
+  readonly event_time?: number;
 }
+
 
 /** The partition key of an envelope: workspace + dedupe key, so a key's events and its dedupe state co-locate. */
 export function envelopeKey(e: Pick<EventEnvelope, 'workspace_id' | 'dedupe' | 'request_id' | 'index'>): string {

@@ -42,11 +42,11 @@ function build({ item: { e, consent }, selection, reads: { click, pii, page }, e
   const record: PlatformEventRecord = {
     event: selection.platformEvent,
     event_id: eventId,
-    event_time: Math.floor(e.received_at / 1000),
+    event_time: Math.floor((e.event_time ?? e.received_at) / 1000), // the sender's event time (API-Version 2026-12-01)
     limited_data_use: consent.limitedDataUse,
     page: { url: page.url },
     ...(Object.keys(user).length > 0 ? { user } : {}),
-    conversion_date_time: formatInTimeZone(e.received_at, timeZone),
+    conversion_date_time: formatInTimeZone(e.event_time ?? e.received_at, timeZone),
     // The spec: "same derivation as event_id" (the idempotency key, else the payload-derived id).
     transaction_id: eventId,
     consent: { ad_user_data: e.consent.ad_user_data, ad_personalization: e.consent.ad_personalization },

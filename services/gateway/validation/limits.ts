@@ -11,4 +11,8 @@ export const LIMITS = {
   maxKeyLength: 256,
   /** Whole request, from its first byte to the answer (the spec's 1.5 s). */
   requestDeadlineMs: 1500,
+  /** An event's own time (API-Version 2026-12-01) may be this much older than the request (the platform's window). */
+  maxEventAgeMs: 7 * 24 * 3600 * 1000,
+  /** ... and this much ahead of it (senders' clocks drift; a later time is a bug, e.g. milliseconds sent as seconds). */
+  maxEventLeadMs: 5 * 60 * 1000,
 } as const;

@@ -77,6 +77,23 @@ export const eventsSchemaV20261101 = {
   },
 } as const;
 
+/** An event's own time (API-Version 2026-12-01); format and bounds are checked by validation/event-time.ts. */
+const eventTime = {
+  type: ['string', 'integer'],
+  description:
+    'API-Version 2026-12-01 and later: when the event happened, as an RFC 3339 date-time with offset or an integer of Unix seconds; at most 7 days before the request and 5 minutes after it. Becomes the forwarded event_time and conversion_date_time (default: when the service received it). Ignored under 2026-11-01.',
+} as const;
+
+/** Endpoint A, version 2026-12-01: 2026-11-01 plus an optional `event_time` on each event. */
+export const eventsSchemaV20261201 = {
+  ...eventsSchemaV20261101,
+  $id: 'events-2026-12-01',
+  items: {
+    ...eventsSchemaV20261101.items,
+    properties: { ...eventsSchemaV20261101.items.properties, event_time: eventTime },
+  },
+} as const;
+
 /** Identifier elements of endpoint B: the known alias types need their value field; others are kept as given. */
 const sgtmIdentifier = {
   type: 'object',
@@ -124,6 +141,42 @@ export const sgtmSchema = {
             },
           },
           identifiers: { type: 'array', maxItems: 50, items: sgtmIdentifier },
+        },
+      },
+    },
+  },
+} as const;
+
+/**
+ * Endpoint B, version 2026-12-01: an optional `event_metadata.event_time` on each event, and the `phone` alias type
+ * (`hashed_phone`: SHA-256 of E.164 with the `+`; optional `hashed_phone_numeric`: without it), which older versions
+ * keep as an unknown alias.
+ */
+export const sgtmSchemaV20261201 = {
+  ...sgtmSchema,
+  $id: 'sgtm-2026-12-01',
+  items: {
+    ...sgtmSchema.items,
+    properties: {
+      ...sgtmSchema.items.properties,
+      event_metadata: {
+        ...sgtmSchema.items.properties.event_metadata,
+        properties: {
+          ...sgtmSchema.items.properties.event_metadata.properties,
+          event_time: eventTime,
+          identifiers: {
+            ...sgtmSchema.items.properties.event_metadata.properties.identifiers,
+            items: {
+              ...sgtmIdentifier,
+              allOf: [
+                ...sgtmIdentifier.allOf,
+                {
+                  if: { required: ['alias_type'], properties: { alias_type: { const: 'phone' } } },
+                  then: { required: ['hashed_phone'], properties: { hashed_phone: sha256, hashed_phone_numeric: sha256 } },
+                },
+              ],
+            },
+          },
         },
       },
     },

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { serverEvent, sgtmEvent, sha256, webEvent } from '../../../test/helpers/factories.js';
 import { API_VERSIONS, CURRENT_API_VERSION, firstViolation, toFieldPath, validateSgtm } from './validate.js';
 
-const validateA = API_VERSIONS.get(CURRENT_API_VERSION)!;
+const validateA = API_VERSIONS.get(CURRENT_API_VERSION)!.events;
 
 /** Applies a mutation to a deep copy of the body. */
 function mutate<T>(body: T, fn: (b: any) => void): T {

@@ -3,19 +3,45 @@
  * index, e.g. `[3].event_metadata.consent.ad_storage must be one of GRANTED, DENIED, UNSPECIFIED`.
  */
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import { SHA256_PATTERN, eventsSchemaV20261101, sgtmSchema } from './schemas.js';
+import { SHA256_PATTERN, eventsSchemaV20261101, eventsSchemaV20261201, sgtmSchema, sgtmSchemaV20261201 } from './schemas.js';
 
 // allErrors off: the first error is enough to name, and validation stops early on hostile bodies.
 const ajv = new Ajv({ allErrors: false, strict: false });
 
+/** The version applied when a request has no `API-Version` header: requests without it behave as they always did. */
 export const CURRENT_API_VERSION = '2026-11-01';
+/** The newest version: adds an optional event time to both endpoints. */
+export const LATEST_API_VERSION = '2026-12-01';
 
-/** Supported API-Version dates → request schema of endpoint A. Newest first. */
-export const API_VERSIONS: ReadonlyMap<string, ValidateFunction> = new Map([
-  [CURRENT_API_VERSION, ajv.compile(eventsSchemaV20261101)],
+export interface ApiVersion {
+  readonly date: string;
+  /** Request schema of endpoint A and of endpoint B under this version. */
+  readonly events: ValidateFunction;
+  readonly sgtm: ValidateFunction;
+  /**
+   * 2026-12-01 and later: events may carry their own time (A: `event_time`; B: `event_metadata.event_time`) and B
+   * knows the `phone` alias type.
+   */
+  readonly eventTime: boolean;
+}
+
+/** Supported API-Version dates, newest first. */
+export const API_VERSIONS: ReadonlyMap<string, ApiVersion> = new Map([
+  [
+    LATEST_API_VERSION,
+    { date: LATEST_API_VERSION, events: ajv.compile(eventsSchemaV20261201), sgtm: ajv.compile(sgtmSchemaV20261201), eventTime: true },
+  ],
+  [
+    CURRENT_API_VERSION,
+    { date: CURRENT_API_VERSION, events: ajv.compile(eventsSchemaV20261101), sgtm: ajv.compile(sgtmSchema), eventTime: false },
+  ],
 ]);
 
-export const validateSgtm: ValidateFunction = ajv.compile(sgtmSchema);
+/** Whether this API-Version has the 2026-12-01 additions (event time; B's phone alias). */
+export const isV20261201OrLater = (apiVersion: string | null): boolean =>
+  apiVersion !== null && API_VERSIONS.get(apiVersion)?.eventTime === true;
+
+export const validateSgtm: ValidateFunction = API_VERSIONS.get(CURRENT_API_VERSION)!.sgtm;
 
 export interface SchemaViolation {
   /** `[3].event_metadata.consent.ad_storage` */
@@ -56,8 +82,9 @@ export function describeError(err: ErrorObject): SchemaViolation {
     }
     case 'type': {
       const path = toFieldPath(err.instancePath);
-      const want = String(p.type);
-      return { path, message: `${path} must be ${TYPE_NAMES[want] ?? want}`, unhashed: false };
+      const want = Array.isArray(p.type) ? (p.type as string[]) : String(p.type).split(',');
+      const names = want.map((t) => TYPE_NAMES[t] ?? t).join(' or ');
+      return { path, message: `${path} must be ${names}`, unhashed: false };
     }
     case 'enum': {
       const path = toFieldPath(err.instancePath);

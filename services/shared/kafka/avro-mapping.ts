@@ -60,12 +60,14 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       identifiers: e.identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
       session: e.session === null ? null : nullable(e.session, SESSION_FIELDS),
       payload_json: JSON.stringify(e.payload),
+      event_time: e.event_time ?? null,
     };
   },
   fromAvro(a) {
-    const { payload_json, identifiers, session, dedupe, consent, ...rest } = a;
+    const { payload_json, identifiers, session, dedupe, consent, event_time, ...rest } = a;
     return {
       ...rest,
+      ...(event_time === null || event_time === undefined ? {} : { event_time: Number(event_time) }),
       dedupe: dedupe === null ? null : { key: dedupe.key, scope: dedupe.scope },
       consent: { ...consent },
       identifiers: (identifiers as AvroValue[]).map(

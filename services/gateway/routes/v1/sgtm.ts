@@ -4,8 +4,8 @@ import { normaliseSgtmEvent } from '../../normalise.js';
 import { documentOnly, sgtmRouteSchema } from '../../openapi-schemas.js';
 import { IngestError } from '../../problems.js';
 import { LIMITS } from '../../validation/limits.js';
-import { validateSgtm } from '../../validation/validate.js';
 import { acceptEvents, type IngestDeps } from './accept.js';
+import { resolveApiVersion } from './api-version.js';
 
 function requestKey(header: string | string[] | undefined): string | undefined {
   if (header === undefined) return undefined;
@@ -22,9 +22,12 @@ export function sgtmRoute(app: FastifyInstance, deps: IngestDeps): void {
     '/v1/sgtm',
     { config: { variant: 'sgtm', ingest: 'sgtm' }, schema: sgtmRouteSchema, validatorCompiler: documentOnly },
     async (request, reply) => {
+      // NOTE: endpoint B had no API-Version before 2026-12-01: without the header it behaves exactly as it did.
+      const { version, explicit } = resolveApiVersion(request.headers['api-version']);
+      if (explicit) reply.header('API-Version', version.date);
       const idempotencyKey = requestKey(request.headers['idempotency-key']);
-      const accepted = await acceptEvents(request, reply, deps, 'sgtm', validateSgtm, (ctx, raw, i, count) =>
-        normaliseSgtmEvent(ctx, raw, i, idempotencyKey, count),
+      const accepted = await acceptEvents(request, reply, deps, 'sgtm', version.sgtm, (ctx, raw, i, count) =>
+        normaliseSgtmEvent(ctx, raw, i, idempotencyKey, count, explicit ? version.date : null),
       );
       if (accepted === undefined) return reply;
       return reply.code(200).send({ status: 'success' });
