@@ -1,5 +1,5 @@
 /**
- * The client against the real service (`node dist/services/main.js`, as make run starts it), through a real HTTP
+ * The client against the real service (`node dist/services/compose/main.js`, as make run starts it), through a real HTTP
  * proxy that can inject faults. What the service accepted is read from its log at the end: every event the client
  * was given is in events.deduped exactly once (nothing lost, nothing accepted twice), including through a 503 storm
  * and a kill -9 and restart of the service in the middle of a batch.

@@ -4,8 +4,8 @@
  * event_time and as conversion_date_time in the ad account's time zone. A purchase without a time keeps today's.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../../services/forwarder/testkit.js';
-import { startSandbox, type RunningSandbox } from '../../../services/platform-sandbox/server.js';
+import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../../test/helpers/forwarder-rig.js';
+import { startSandbox, type RunningSandbox } from '../../../test/sandbox/server.js';
 import { adminClient } from '../../../test/helpers/admin-client.js';
 import { TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../../../test/helpers/service-process.js';
 import { runTemplate } from '../../sgtm/test/harness.js';

@@ -1,6 +1,6 @@
 /**
  * The server-side tag template (clients/sgtm/template.tpl): its sandboxed code, run by the harness with the
- * container's APIs against the real service (`node dist/services/main.js`), on the shared identifier vectors.
+ * container's APIs against the real service (`node dist/services/compose/main.js`), on the shared identifier vectors.
  * What the service accepted is read from its log at the end.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
