@@ -80,7 +80,7 @@ export class ConversionIntake {
       await commitOffset(tx, INTAKE_GROUP, Topics.conversionsReady, batch[batch.length - 1]!.offset);
       return batch.length;
     });
-    for (const c of counted) forwardedConversions.inc({ workspace: c.workspace, outcome: c.outcome, code: c.code });
+    for (const c of counted) forwardedConversions.inc({ outcome: c.outcome, code: c.code });
     if (queued > 0) this.deps.onQueued?.();
     return consumed;
   }

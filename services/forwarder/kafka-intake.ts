@@ -15,7 +15,7 @@ import type { KafkaConnection } from '../shared/kafka/client.js';
 import { GroupConsumer, type ConsumedBatch } from '../shared/kafka/consumer.js';
 import { UndecodableRecordError, type AvroSerde } from '../shared/kafka/serde.js';
 import type { Logger } from '../shared/logger.js';
-import { consumerLag, kafkaRebalances, stageBatchDuration } from '../shared/metrics.js';
+import { kafkaRebalances, setConsumerLag, stageBatchDuration } from '../shared/metrics.js';
 import { Topics } from '../shared/topics.js';
 import { INTAKE_GROUP } from './intake.js';
 import { forwardedConversions } from './metrics.js';
@@ -89,8 +89,7 @@ export class KafkaConversionIntake {
       await this.consumer!.commit(Topics.conversionsReady, batch.partition, last + 1n);
       batch.resolve(last);
       end();
-      const lag = batch.highWatermark - (last + 1n);
-      consumerLag.set({ stage: INTAKE_GROUP, topic: Topics.conversionsReady, partition: String(batch.partition) }, Number(lag > 0n ? lag : 0n));
+      setConsumerLag(INTAKE_GROUP, Topics.conversionsReady, batch.partition, batch.highWatermark, last + 1n);
       if (queued > 0) this.deps.onQueued?.();
     } catch (err) {
       // Nothing is resolved: the batch is fetched again (the filing is idempotent).
@@ -118,7 +117,7 @@ export class KafkaConversionIntake {
       counted.push(...filed.counted);
       queued = filed.queued;
     });
-    for (const c of counted) forwardedConversions.inc({ workspace: c.workspace, outcome: c.outcome, code: c.code });
+    for (const c of counted) forwardedConversions.inc({ outcome: c.outcome, code: c.code });
     return queued;
   }
 }

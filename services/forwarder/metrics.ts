@@ -9,8 +9,8 @@ import { registry } from '../shared/metrics.js';
  */
 export const forwardedConversions = new Counter({
   name: 'forwarder_conversions_total',
-  help: 'Conversions handled by the forwarder, by workspace, outcome and platform code (or reason)',
-  labelNames: ['workspace', 'outcome', 'code'] as const,
+  help: 'Conversions handled by the forwarder, by outcome and platform code (or reason); no per-workspace label (bounded series)',
+  labelNames: ['outcome', 'code'] as const,
   registers: [registry],
 });
 
@@ -33,13 +33,6 @@ export const tokenRefreshes = new Counter({
   name: 'forwarder_token_refreshes_total',
   help: 'Access token refreshes by outcome (ok, invalid, transient, rejected, lease_lost)',
   labelNames: ['outcome'] as const,
-  registers: [registry],
-});
-
-export const connectionsByState = new Gauge({
-  name: 'forwarder_connections',
-  help: 'Platform connections by status',
-  labelNames: ['status'] as const,
   registers: [registry],
 });
 

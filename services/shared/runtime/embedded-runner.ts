@@ -7,7 +7,7 @@
  */
 import type { Db, Sql } from '../db/db.js';
 import type { Logger } from '../logger.js';
-import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
+import { stageBatchDuration, stageRecords, stateStorePurged } from '../metrics.js';
 import { Topics, type TopicName } from '../topics.js';
 import { EmbeddedConsumerLoop } from './embedded-loop.js';
 import { commitOffset, committedOffset } from './embedded-offsets.js';
@@ -124,10 +124,8 @@ export class EmbeddedStageRunner<V, S> {
   async step(): Promise<number> {
     const from = await this.committedOffset();
     const batch = await this.log.read<V>(this.processor.input, from, this.opts.batchSize ?? 500);
-    if (batch.length === 0) {
-      consumerLag.set({ stage: this.processor.name, topic: this.processor.input, partition: '0' }, 0);
-      return 0;
-    }
+    // Lag on the embedded runtime is read from the database at scrape time (shared/metrics-scrape.ts).
+    if (batch.length === 0) return 0;
     const end = stageBatchDuration.startTimer({ stage: this.processor.name });
     let consumed: number;
     try {
