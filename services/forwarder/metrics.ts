@@ -35,6 +35,8 @@ export const tokenRefreshes = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
+// Every outcome is exported from the start (at 0), so a failure ratio has a denominator before the first refresh.
+for (const outcome of ['ok', 'invalid', 'transient', 'rejected', 'lease_lost']) tokenRefreshes.inc({ outcome }, 0);
 
 export const outboxRecords = new Gauge({
   name: 'forwarder_outbox_records',

@@ -35,6 +35,9 @@ export const eventsIngested = new Counter({
  * (unparseable JSON, a single object on endpoint B, nothing at all), so every rejected request counts at least once
  * and an error ratio over events_ingested_total is per event on both sides.
  */
+// Both endpoints' accepted series exist from the start (at 0): a ratio over them is defined before the first event.
+for (const endpoint of ['events', 'sgtm']) eventsIngested.inc({ endpoint, outcome: 'accepted', reason: '' }, 0);
+
 export function eventsInBody(body: unknown): number {
   return Array.isArray(body) && body.length > 0 ? body.length : 1;
 }

@@ -1,0 +1,190 @@
+/**
+ * The SRE kit proven against a real Prometheus (Debian's `prometheus`), on the embedded runtime: the built service
+ * runs as a process, Prometheus scrapes its METRICS_PORT every second and evaluates ops/prometheus/rules, and a
+ * short flow goes through the platform sandbox (accepted and rejected events, a duplicate, a platform outage, a
+ * dead letter). Then every rule expression and every Grafana panel query must parse and return series: a metric
+ * name that drifts from what the service exports breaks this test. The Kafka runtime's metric set:
+ * test/integration/kafka-prometheus.test.ts.
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parse } from 'yaml';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
+import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
+import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { webEvent } from '../helpers/factories.js';
+import { freePort } from '../helpers/ports.js';
+import {
+  dashboardQueries,
+  isKafkaOnly,
+  metricNames,
+  ruleExpressions,
+  startPrometheus,
+  type RunningPrometheus,
+} from '../helpers/prometheus.js';
+import { REPO_ROOT, startServiceProcess, TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
+import { SETUP } from '../helpers/workspaces.js';
+
+describe('the rules and dashboards as files', () => {
+  const alerts = ruleExpressions().filter((r) => r.alert);
+  const tests = parse(readFileSync(join(REPO_ROOT, 'ops/prometheus/tests/alerts.test.yml'), 'utf8')) as {
+    tests: Array<{ alert_rule_test?: Array<{ alertname: string; exp_alerts?: unknown[] }> }>;
+  };
+  const firing = new Set(
+    tests.tests.flatMap((t) => (t.alert_rule_test ?? []).filter((a) => (a.exp_alerts ?? []).length > 0).map((a) => a.alertname)),
+  );
+  const operations = readFileSync(join(REPO_ROOT, 'docs/operations.md'), 'utf8');
+  const anchors = new Set(
+    [...operations.matchAll(/^#{2,4} (.+)$/gm)].map((m) => m[1]!.trim().toLowerCase().replace(/[^a-z0-9 -]/g, '').replace(/ /g, '-')),
+  );
+
+  it.each(alerts.map((a) => [a.alert!, a]))('%s has a promtool unit test in which it fires', (name) => {
+    expect(firing.has(name)).toBe(true);
+  });
+
+  it.each(alerts.map((a) => [a.alert!, a]))('%s links a runbook section of docs/operations.md', (_name, a) => {
+    const link = a.annotations?.runbook_url ?? '';
+    expect(link).toMatch(/^docs\/operations\.md#[a-z0-9-]+$/);
+    expect(anchors.has(link.split('#')[1]!)).toBe(true);
+  });
+
+  it('finds the metric names of an expression (the lexer the drift check relies on)', () => {
+    expect(
+      metricNames('sum by (le) (rate(forwarder_end_to_end_seconds_bucket{le="60", code=~"a|b"}[5m])) / -min(up) > (14.4 * 0.001) and x:y:z'),
+    ).toEqual(['forwarder_end_to_end_seconds_bucket', 'up', 'x:y:z']);
+  });
+});
+
+describe('a real Prometheus scraping the service (embedded runtime)', () => {
+  let sandbox: RunningSandbox;
+  let svc: ServiceProcess;
+  let prom: RunningPrometheus;
+  let admin: AdminClient;
+  let key: string;
+
+  const post = (path: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${key}` }) =>
+    fetch(`${svc.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+  const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
+
+  beforeAll(async () => {
+    sandbox = await startSandbox({ port: 0 });
+    const port = await freePort();
+    svc = await startServiceProcess({
+      env: {
+        PORT: String(port),
+        PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+        CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+        PLATFORM_API_BASE: sandbox.apiBase,
+        PLATFORM_AUTH_URL: sandbox.authUrl,
+        PLATFORM_APP_ID: SANDBOX_APP.id,
+        PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+        FORWARDER_LINGER_MS: '30',
+        FORWARDER_RETRY_BASE_MS: '30',
+        FORWARDER_RETRY_MAX_MS: '300',
+        REFRESH_INTERVAL_MS: '200',
+      },
+    });
+    prom = await startPrometheus([new URL(svc.metricsUrl).host]);
+    admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
+  });
+  afterAll(async () => {
+    await prom?.stop();
+    await svc?.stop();
+    await sandbox?.close();
+  });
+
+  it('serves health and readiness on the metrics port beside /metrics', async () => {
+    const base = svc.metricsUrl.replace(/\/metrics$/, '');
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+    const ready = await fetch(`${base}/readyz`);
+    expect(ready.status).toBe(200);
+    expect(await ready.json()).toEqual({ status: 'ready' });
+  });
+
+  describe('bad input on the metrics port', () => {
+    it.each([
+      ['GET', '/nope', 404],
+      ['POST', '/metrics', 405],
+      ['DELETE', '/readyz', 405],
+    ])('%s %s answers %i', async (method, path, status) => {
+      const r = await fetch(`${svc.metricsUrl.replace(/\/metrics$/, '')}${path}`, { method });
+      expect(r.status).toBe(status);
+    });
+  });
+
+  it('drives a flow whose every rule expression and panel query parses and returns series', async () => {
+    // A connected workspace forwarding purchases.
+    const ws = (await admin.createWorkspace('prom-e2e')).id;
+    key = (await admin.createKey(ws, 'live')).key;
+    expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, { ...SETUP, test_event_code: undefined })).status).toBe(200);
+    const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
+    const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
+    expect((await fetch(consent.headers.get('location')!)).status).toBe(200);
+
+    // A platform outage (two 503s), then a permanent rejection: the first batch is retried, then dead-lettered.
+    await sandboxControl(sandbox, '/faults', { events: [{ http_status: 503, times: 2 }, { code: 40001, times: 1 }] });
+    expect((await post('/v1/events', [webEvent(), webEvent()])).status).toBe(202);
+    await eventually('the dead letter', async () => (await value('sum(forwarder_conversions_total{outcome="dead_lettered"})')) >= 2, 20_000);
+
+    // Accepted and forwarded; then one of them again (a duplicate dedupe drops).
+    const e3 = webEvent();
+    const e4 = webEvent();
+    expect((await post('/v1/events', [e3, e4])).status).toBe(202);
+    expect((await post('/v1/events', [e3])).status).toBe(202);
+    // Rejected: a request of three events with one invalid (3 rejected events), and one without a key (1).
+    expect((await post('/v1/events', [webEvent(), {}, webEvent()])).status).toBe(400);
+    expect((await post('/v1/events', [webEvent()], {})).status).toBe(401);
+
+    const ids = [e3, e4].map((e) => e.event_metadata.idempotency_key);
+    await eventually('the platform received the second batch', async () => {
+      const got = (await receivedBySandbox(sandbox)).length;
+      return got >= 2 ? got : undefined;
+    }, 20_000);
+    expect(ids).toHaveLength(2);
+    await eventually('Prometheus saw the duplicate and the forwarded conversions', async () =>
+      (await value('sum(stage_records_total{stage="dedupe",outcome="drop",reason="duplicate"})')) >= 1 &&
+      (await value('sum(forwarder_conversions_total{outcome="forwarded"})')) >= 2 &&
+      (await value('sum(rate(forwarder_end_to_end_seconds_count[1m]))')) > 0,
+    20_000);
+
+    // Counted per event on both sides: 5 accepted (2 + 2 + the duplicate), 4 rejected (3 + 1).
+    expect(await value('sum(events_ingested_total{outcome="accepted"})')).toBe(5);
+    expect(await value('sum(events_ingested_total{outcome="rejected"})')).toBe(4);
+    expect(await value('sum(events_ingested_total{outcome="rejected",reason="unauthorized"})')).toBe(1);
+    expect(await value('max(dead_letters{stage="forwarder"})')).toBe(2);
+    expect(await value('max(forwarder_connections{status="connected"})')).toBe(1);
+    expect(await value('sum(forwarder_conversions_total{outcome="retried"})')).toBeGreaterThanOrEqual(2);
+    expect(await value('max(dependency_up{dependency="postgres"})')).toBe(1);
+
+    // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const problems: string[] = [];
+    for (const r of ruleExpressions()) {
+      try {
+        const rows = await prom.query(r.expr);
+        if (r.record) {
+          if (rows.length === 0) problems.push(`${r.file} ${r.rule}: no series`);
+          if ((await prom.query(r.record)).length === 0) problems.push(`${r.file} ${r.rule}: the recorded series is missing`);
+        }
+        // An alert returns series only when it fires: every metric it selects must exist instead.
+        for (const name of metricNames(r.expr)) {
+          if ((await prom.query(`count({__name__="${name}"})`)).length === 0) problems.push(`${r.file} ${r.rule}: no series named ${name}`);
+        }
+      } catch (err) {
+        problems.push(`${r.file} ${r.rule}: ${(err as Error).message}`);
+      }
+    }
+    for (const q of dashboardQueries()) {
+      try {
+        if ((await prom.query(q.expr)).length > 0) continue;
+        const missing = metricNames(q.expr).filter((n) => !isKafkaOnly(n));
+        if (missing.length > 0) problems.push(`${q.dashboard} / ${q.panel}: no series for ${q.expr}`);
+      } catch (err) {
+        problems.push(`${q.dashboard} / ${q.panel}: ${(err as Error).message}`);
+      }
+    }
+    expect(problems).toEqual([]);
+  }, 90_000);
+});
