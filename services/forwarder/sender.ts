@@ -56,6 +56,11 @@ export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[
   return [batch.slice(0, half), batch.slice(half)];
 }
 
+/** The distinct gateway request ids of a batch's conversions, in order. */
+export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
+  return [...new Set(rows.map((r) => r.requestId).filter((id): id is string => id !== null))];
+}
+
 export function trackBody(group: BatchGroup, rows: readonly OutboxRow[]): TrackBody {
   return {
     event_source: group.eventSource,
@@ -146,6 +151,8 @@ export class ForwardSender {
     let refreshed = false;
     while (work.length > 0) {
       const batch = work.pop()!;
+      // The gateway requests whose events this batch carries: a request id found in the gateway's log line leads here.
+      const requestIds = requestIdsOf(batch);
       const answer = await client.track(conn.accessToken, trackBody(group, batch));
       const c = classify(answer);
       const code = codeLabel(answer);
@@ -158,7 +165,7 @@ export class ForwardSender {
           const now = (this.deps.now ?? Date.now)();
           forwardedConversions.inc({ outcome: 'forwarded', code }, batch.length);
           for (const r of batch) endToEndLatency.observe(Math.max(0, now - r.receivedAt) / 1000);
-          log.debug({ records: batch.length, request_id: answer.requestId }, 'batch forwarded');
+          log.info({ records: batch.length, request_ids: requestIds, platform_request_id: answer.requestId, code }, 'batch forwarded');
           break;
         }
         case 'retry': {
@@ -167,7 +174,10 @@ export class ForwardSender {
           const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
           await connections.sendBackoff(ws, conn.generation, delay);
           forwardedConversions.inc({ outcome: 'retried', code }, batch.length);
-          log.warn({ records: batch.length, reason: c.reason, message: answer.message, retry_in_ms: delay }, 'platform asked to retry later');
+          log.warn(
+            { records: batch.length, request_ids: requestIds, code, reason: c.reason, message: answer.message, retry_in_ms: delay },
+            'platform asked to retry later',
+          );
           return null;
         }
         case 'token': {
@@ -202,7 +212,10 @@ export class ForwardSender {
           }
           await outbox.deadLetter(group, batch, { code: c.code, message: c.message, requestId: answer.requestId }, Date.now());
           forwardedConversions.inc({ outcome: 'dead_lettered', code }, batch.length);
-          log.warn({ records: batch.length, code: c.code, message: c.message }, 'platform rejected conversions: dead-lettered');
+          log.warn(
+            { records: batch.length, request_ids: requestIds, code: c.code, message: c.message, platform_request_id: answer.requestId },
+            'platform rejected conversions: dead-lettered',
+          );
           break;
         }
       }

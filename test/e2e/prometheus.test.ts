@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
-import { webEvent } from '../helpers/factories.js';
+import { sha256, webEvent } from '../helpers/factories.js';
 import { freePort } from '../helpers/ports.js';
 import {
   dashboardQueries,
@@ -84,6 +84,7 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
         FORWARDER_RETRY_BASE_MS: '30',
         FORWARDER_RETRY_MAX_MS: '300',
         REFRESH_INTERVAL_MS: '200',
+        LOG_LEVEL: 'info',
       },
     });
     prom = await startPrometheus([new URL(svc.metricsUrl).host]);
@@ -131,7 +132,9 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
     // Accepted and forwarded; then one of them again (a duplicate dedupe drops).
     const e3 = webEvent();
     const e4 = webEvent();
-    expect((await post('/v1/events', [e3, e4])).status).toBe(202);
+    const second = await post('/v1/events', [e3, e4]);
+    expect(second.status).toBe(202);
+    const requestId = ((await second.json()) as { request_id: string }).request_id;
     expect((await post('/v1/events', [e3])).status).toBe(202);
     // Rejected: a request of three events with one invalid (3 rejected events), and one without a key (1).
     expect((await post('/v1/events', [webEvent(), {}, webEvent()])).status).toBe(400);
@@ -186,5 +189,24 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
       }
     }
     expect(problems).toEqual([]);
+
+    // Logs: one JSON line per request, and the request id follows its events to the forwarder's batch line.
+    const lines = svc
+      .output()
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as Record<string, any>);
+    const requestLine = lines.find((l) => l.msg === 'request' && l.reqId === requestId);
+    expect(requestLine).toMatchObject({ route: '/v1/events', method: 'POST', status: 202, events: 2, workspace: ws });
+    expect(lines.filter((l) => l.msg === 'request' && l.route === '/v1/events')).toHaveLength(5);
+    const batchLine = lines.find((l) => l.msg === 'batch forwarded' && (l.request_ids as string[]).includes(requestId));
+    expect(batchLine).toMatchObject({ workspace: ws, records: 2, code: '0' });
+    expect(lines.some((l) => l.msg === 'platform rejected conversions: dead-lettered' && l.request_ids.length === 1)).toBe(true);
+    // Never a key, a token or an identifier hash.
+    const out = svc.output();
+    expect(out).not.toContain(key);
+    expect(out).not.toContain(sha256('jane@example.com'));
+    expect(out).not.toContain(TEST_ADMIN_TOKEN);
+    expect(out).not.toMatch(/access_token"\s*:\s*"(?!\[redacted\])/);
   }, 90_000);
 });

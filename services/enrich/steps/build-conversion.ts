@@ -63,6 +63,7 @@ export function createBuildConversionStep(deps: BuildDeps) {
         key_mode: e.key_mode,
         event_id: eventId,
         received_at: e.received_at,
+        request_id: e.request_id,
         event_source: setup.event_source,
         event_source_id: setup.event_source_id,
         test_event_code: selection.testEventCode,
