@@ -11,21 +11,13 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
+import { SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
-import { adminClient, type AdminClient } from '../helpers/admin-client.js';
-import { sha256, webEvent } from '../helpers/factories.js';
+import { sha256 } from '../helpers/factories.js';
 import { freePort } from '../helpers/ports.js';
-import {
-  dashboardQueries,
-  isKafkaOnly,
-  metricNames,
-  ruleExpressions,
-  startPrometheus,
-  type RunningPrometheus,
-} from '../helpers/prometheus.js';
+import { expressionProblems, metricNames, ruleExpressions, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { REPO_ROOT, startServiceProcess, TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
-import { SETUP } from '../helpers/workspaces.js';
+import { runSreFlow } from '../helpers/sre-flow.js';
 
 describe('the rules and dashboards as files', () => {
   const alerts = ruleExpressions().filter((r) => r.alert);
@@ -61,12 +53,6 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
   let sandbox: RunningSandbox;
   let svc: ServiceProcess;
   let prom: RunningPrometheus;
-  let admin: AdminClient;
-  let key: string;
-
-  const post = (path: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${key}` }) =>
-    fetch(`${svc.url}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
-  const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
 
   beforeAll(async () => {
     sandbox = await startSandbox({ port: 0 });
@@ -88,7 +74,6 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
       },
     });
     prom = await startPrometheus([new URL(svc.metricsUrl).host]);
-    admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
   });
   afterAll(async () => {
     await prom?.stop();
@@ -116,41 +101,8 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
   });
 
   it('drives a flow whose every rule expression and panel query parses and returns series', async () => {
-    // A connected workspace forwarding purchases.
-    const ws = (await admin.createWorkspace('prom-e2e')).id;
-    key = (await admin.createKey(ws, 'live')).key;
-    expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, { ...SETUP, test_event_code: undefined })).status).toBe(200);
-    const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-    const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-    expect((await fetch(consent.headers.get('location')!)).status).toBe(200);
-
-    // A platform outage (two 503s), then a permanent rejection: the first batch is retried, then dead-lettered.
-    await sandboxControl(sandbox, '/faults', { events: [{ http_status: 503, times: 2 }, { code: 40001, times: 1 }] });
-    expect((await post('/v1/events', [webEvent(), webEvent()])).status).toBe(202);
-    await eventually('the dead letter', async () => (await value('sum(forwarder_conversions_total{outcome="dead_lettered"})')) >= 2, 20_000);
-
-    // Accepted and forwarded; then one of them again (a duplicate dedupe drops).
-    const e3 = webEvent();
-    const e4 = webEvent();
-    const second = await post('/v1/events', [e3, e4]);
-    expect(second.status).toBe(202);
-    const requestId = ((await second.json()) as { request_id: string }).request_id;
-    expect((await post('/v1/events', [e3])).status).toBe(202);
-    // Rejected: a request of three events with one invalid (3 rejected events), and one without a key (1).
-    expect((await post('/v1/events', [webEvent(), {}, webEvent()])).status).toBe(400);
-    expect((await post('/v1/events', [webEvent()], {})).status).toBe(401);
-
-    const ids = [e3, e4].map((e) => e.event_metadata.idempotency_key);
-    await eventually('the platform received the second batch', async () => {
-      const got = (await receivedBySandbox(sandbox)).length;
-      return got >= 2 ? got : undefined;
-    }, 20_000);
-    expect(ids).toHaveLength(2);
-    await eventually('Prometheus saw the duplicate and the forwarded conversions', async () =>
-      (await value('sum(stage_records_total{stage="dedupe",outcome="drop",reason="duplicate"})')) >= 1 &&
-      (await value('sum(forwarder_conversions_total{outcome="forwarded"})')) >= 2 &&
-      (await value('sum(rate(forwarder_end_to_end_seconds_count[1m]))')) > 0,
-    20_000);
+    const { workspace: ws, key, forwardedRequestId: requestId } = await runSreFlow(svc.url, sandbox, prom);
+    const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
 
     // Counted per event on both sides: 5 accepted (2 + 2 + the duplicate), 4 rejected (3 + 1).
     expect(await value('sum(events_ingested_total{outcome="accepted"})')).toBe(5);
@@ -160,35 +112,9 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
     expect(await value('max(forwarder_connections{status="connected"})')).toBe(1);
     expect(await value('sum(forwarder_conversions_total{outcome="retried"})')).toBeGreaterThanOrEqual(2);
     expect(await value('max(dependency_up{dependency="postgres"})')).toBe(1);
+    expect(await value('max(consumer_lag_records{stage="forwarder"})')).toBe(0);
 
-    // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.
-    await new Promise((r) => setTimeout(r, 3_000));
-    const problems: string[] = [];
-    for (const r of ruleExpressions()) {
-      try {
-        const rows = await prom.query(r.expr);
-        if (r.record) {
-          if (rows.length === 0) problems.push(`${r.file} ${r.rule}: no series`);
-          if ((await prom.query(r.record)).length === 0) problems.push(`${r.file} ${r.rule}: the recorded series is missing`);
-        }
-        // An alert returns series only when it fires: every metric it selects must exist instead.
-        for (const name of metricNames(r.expr)) {
-          if ((await prom.query(`count({__name__="${name}"})`)).length === 0) problems.push(`${r.file} ${r.rule}: no series named ${name}`);
-        }
-      } catch (err) {
-        problems.push(`${r.file} ${r.rule}: ${(err as Error).message}`);
-      }
-    }
-    for (const q of dashboardQueries()) {
-      try {
-        if ((await prom.query(q.expr)).length > 0) continue;
-        const missing = metricNames(q.expr).filter((n) => !isKafkaOnly(n));
-        if (missing.length > 0) problems.push(`${q.dashboard} / ${q.panel}: no series for ${q.expr}`);
-      } catch (err) {
-        problems.push(`${q.dashboard} / ${q.panel}: ${(err as Error).message}`);
-      }
-    }
-    expect(problems).toEqual([]);
+    expect(await expressionProblems(prom, 'embedded')).toEqual([]);
 
     // Logs: one JSON line per request, and the request id follows its events to the forwarder's batch line.
     const lines = svc

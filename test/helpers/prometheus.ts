@@ -166,3 +166,32 @@ export function metricNames(expr: string): string[] {
 /** Metrics only the Kafka runtime exports (the embedded runtime's test does not expect them). */
 export const KAFKA_ONLY = [/^kafka_/, /^state_store_restore/];
 export const isKafkaOnly = (name: string): boolean => KAFKA_ONLY.some((re) => re.test(name));
+
+/** Every rule expression and panel query that does not parse or returns no series (empty: all good). */
+export async function expressionProblems(prom: RunningPrometheus, runtime: 'embedded' | 'kafka'): Promise<string[]> {
+  const problems: string[] = [];
+  const exists = async (name: string): Promise<boolean> => (await prom.query(`count({__name__="${name}"})`)).length > 0;
+  for (const r of ruleExpressions()) {
+    try {
+      const rows = await prom.query(r.expr);
+      if (r.record) {
+        if (rows.length === 0) problems.push(`${r.file} ${r.rule}: no series`);
+        if (!(await exists(r.record))) problems.push(`${r.file} ${r.rule}: the recorded series is missing`);
+      }
+      // An alert returns series only when it fires: every metric it selects must exist instead.
+      for (const name of metricNames(r.expr)) if (!(await exists(name))) problems.push(`${r.file} ${r.rule}: no series named ${name}`);
+    } catch (err) {
+      problems.push(`${r.file} ${r.rule}: ${(err as Error).message}`);
+    }
+  }
+  for (const q of dashboardQueries()) {
+    try {
+      if ((await prom.query(q.expr)).length > 0) continue;
+      const expected = metricNames(q.expr).filter((n) => runtime === 'kafka' || !isKafkaOnly(n));
+      if (expected.length > 0) problems.push(`${q.dashboard} / ${q.panel}: no series for ${q.expr}`);
+    } catch (err) {
+      problems.push(`${q.dashboard} / ${q.panel}: ${(err as Error).message}`);
+    }
+  }
+  return problems;
+}
