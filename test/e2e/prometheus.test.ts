@@ -6,18 +6,16 @@
  * name that drifts from what the service exports breaks this test. The Kafka runtime's metric set:
  * test/integration/kafka-prometheus.test.ts.
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { sha256 } from '../helpers/factories.js';
 import { freePort } from '../helpers/ports.js';
 import { expressionProblems, metricNames, ruleExpressions, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { REPO_ROOT, startServiceProcess, TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
-import { runSreFlow } from '../helpers/sre-flow.js';
+import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
 
 describe('the rules and dashboards as files', () => {
   const alerts = ruleExpressions().filter((r) => r.alert);
@@ -56,23 +54,7 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
 
   beforeAll(async () => {
     sandbox = await startSandbox({ port: 0 });
-    const port = await freePort();
-    svc = await startServiceProcess({
-      env: {
-        PORT: String(port),
-        PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-        CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-        PLATFORM_API_BASE: sandbox.apiBase,
-        PLATFORM_AUTH_URL: sandbox.authUrl,
-        PLATFORM_APP_ID: SANDBOX_APP.id,
-        PLATFORM_APP_SECRET: SANDBOX_APP.secret,
-        FORWARDER_LINGER_MS: '30',
-        FORWARDER_RETRY_BASE_MS: '30',
-        FORWARDER_RETRY_MAX_MS: '300',
-        REFRESH_INTERVAL_MS: '200',
-        LOG_LEVEL: 'info',
-      },
-    });
+    svc = await startServiceProcess({ env: sandboxServiceEnv(sandbox, await freePort()) });
     prom = await startPrometheus([new URL(svc.metricsUrl).host]);
   });
   afterAll(async () => {

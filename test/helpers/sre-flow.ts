@@ -4,13 +4,32 @@
  * outage (two 503s) then a permanent rejection, so the first batch is retried and dead-lettered; a batch forwarded;
  * a duplicate; rejected events (a bad request of three, one without a key). Returns when Prometheus has seen it all.
  */
-import { eventually, receivedBySandbox, sandboxControl } from '../../services/forwarder/testkit.js';
+import { randomBytes } from 'node:crypto';
+import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import type { RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { adminClient } from './admin-client.js';
 import { webEvent } from './factories.js';
 import type { RunningPrometheus } from './prometheus.js';
 import { TEST_ADMIN_TOKEN } from './service-process.js';
 import { SETUP } from './workspaces.js';
+
+/** The service's variables for a run against the platform sandbox on `port`, with short forwarder timings. */
+export function sandboxServiceEnv(sandbox: RunningSandbox, port: number): Record<string, string> {
+  return {
+    PORT: String(port),
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    PLATFORM_API_BASE: sandbox.apiBase,
+    PLATFORM_AUTH_URL: sandbox.authUrl,
+    PLATFORM_APP_ID: SANDBOX_APP.id,
+    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    FORWARDER_LINGER_MS: '30',
+    FORWARDER_RETRY_BASE_MS: '30',
+    FORWARDER_RETRY_MAX_MS: '300',
+    REFRESH_INTERVAL_MS: '200',
+    LOG_LEVEL: 'info',
+  };
+}
 
 export interface SreFlow {
   readonly workspace: string;

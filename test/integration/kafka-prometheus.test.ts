@@ -4,16 +4,14 @@
  * the same short flow as the embedded test (test/helpers/sre-flow.ts). Every rule expression and every Grafana panel
  * query must parse and return series, the Kafka-only ones (produce durations, rebalances, restores) included.
  */
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SANDBOX_APP } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { Topics } from '../../services/shared/topics.js';
-import { freshDatabase, infraEnv, kafkaKit, type KafkaKit } from '../helpers/infra.js';
+import { freshDatabase, infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../helpers/infra.js';
 import { freePort } from '../helpers/ports.js';
 import { expressionProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import type { ServiceProcess } from '../helpers/service-process.js';
-import { runSreFlow } from '../helpers/sre-flow.js';
+import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { killAll, startKafkaService } from './fixtures/processes.js';
 
 let kit: KafkaKit;
@@ -23,7 +21,9 @@ let svc: ServiceProcess;
 let prom: RunningPrometheus;
 
 beforeAll(async () => {
-  kit = await kafkaKit(infraEnv());
+  // KAFKA_GROUP_PREFIX, when given, leads the test's own group prefix (runs on a shared cluster stay apart).
+  const given = process.env.KAFKA_GROUP_PREFIX;
+  kit = await kafkaKit(infraEnv(), given ? `${uniqueId(given)}-` : undefined);
   database = await freshDatabase(infraEnv().DATABASE_URL);
   sandbox = await startSandbox({ port: 0 });
   const prefix = `${kit.groupPrefix}prom-`;
@@ -32,23 +32,10 @@ beforeAll(async () => {
     { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
     { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
   ]);
-  const port = await freePort();
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
     groupPrefix: prefix,
-    extra: {
-      PORT: String(port),
-      PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-      PLATFORM_API_BASE: sandbox.apiBase,
-      PLATFORM_AUTH_URL: sandbox.authUrl,
-      PLATFORM_APP_ID: SANDBOX_APP.id,
-      PLATFORM_APP_SECRET: SANDBOX_APP.secret,
-      CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-      FORWARDER_LINGER_MS: '50',
-      FORWARDER_RETRY_BASE_MS: '50',
-      FORWARDER_RETRY_MAX_MS: '500',
-      REFRESH_INTERVAL_MS: '500',
-    },
+    extra: sandboxServiceEnv(sandbox, await freePort()),
   });
   prom = await startPrometheus([new URL(svc.metricsUrl).host]);
 });
