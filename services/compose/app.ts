@@ -75,6 +75,18 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     const route = request.routeOptions.url ?? 'unmatched';
     httpRequests.inc({ route, method: request.method, status: String(reply.statusCode) });
     httpDuration.observe({ route, method: request.method }, reply.elapsedTime / 1000);
+    // One line per request (reqId is the request id its events carry to the forwarder's batch line). The route
+    // template, never the URL: a query string may hold an OAuth code or state.
+    const line = {
+      route,
+      method: request.method,
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime * 10) / 10,
+      ...(request.apiKey ? { workspace: request.apiKey.workspaceId, key_id: request.apiKey.keyId } : {}),
+      ...(request.routeOptions.config?.ingest ? { events: Array.isArray(request.body) ? request.body.length : 0 } : {}),
+    };
+    if (route === '/healthz' || route === '/readyz') request.log.debug(line, 'request');
+    else request.log.info(line, 'request');
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));

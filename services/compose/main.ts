@@ -5,7 +5,13 @@
  */
 import { ConfigError, loadConfig } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
+import { INTAKE_GROUP } from '../forwarder/intake.js';
+import { pipelineStages } from './pipeline.js';
+import { KafkaAdmin } from '../shared/kafka/admin.js';
+import { KafkaConnection } from '../shared/kafka/client.js';
+import { watchForScrape } from '../shared/metrics-scrape.js';
 import { startMetricsServer } from '../shared/metrics-server.js';
+import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
 
 let config;
@@ -21,7 +27,25 @@ try {
 
 const logger = createLogger(config.logLevel, { role: config.role });
 const service = await startService(config, logger);
-const metrics = await startMetricsServer(config.metricsPort, config.host);
+// Scrape-time gauges (shared/metrics-scrape.ts): lag and dead letters of the embedded log, connections, probes.
+const kafkaAdmin = config.kafka
+  ? new KafkaAdmin(new KafkaConnection({ brokers: config.kafka.brokers, clientId: 'event-forwarder-probe' }, logger), { retries: 0 })
+  : undefined;
+watchForScrape({
+  db: service.db,
+  embedded: config.kafka
+    ? undefined
+    : {
+        consumers: [
+          ...pipelineStages({ dedupeWindowMs: config.dedupeWindowMs }).map((p) => ({ group: p.name, topic: p.input })),
+          { group: INTAKE_GROUP, topic: Topics.conversionsReady },
+        ],
+      },
+  kafkaProbe: kafkaAdmin ? (ms) => kafkaAdmin.probe(ms) : undefined,
+});
+const metrics = await startMetricsServer(config.metricsPort, config.host, {
+  ready: async () => (await service.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200,
+});
 await service.app.listen({ port: config.port, host: config.host });
 
 if (config.adminTokenGenerated) {
@@ -48,6 +72,7 @@ async function shutdown(signal: string): Promise<void> {
   try {
     await service.close();
     await new Promise<void>((resolve) => metrics.close(() => resolve()));
+    await kafkaAdmin?.close();
     logger.info('stopped');
     process.exit(0);
   } catch (err) {

@@ -70,13 +70,14 @@ describe('enrich: which events become conversions', () => {
 describe('enrich: the platform record', () => {
   it('a web purchase becomes exactly this record', async () => {
     const ws = await seedWorkspace(db, { timeZone: 'America/New_York' });
-    const [o] = await run([webEnvelope({ event_metadata: { idempotency_key: 'order-1' } }, { workspaceId: ws })]);
+    const [o] = await run([webEnvelope({ event_metadata: { idempotency_key: 'order-1' } }, { workspaceId: ws, requestId: 'req-1' })]);
     expect(conversion(o!)).toEqual({
       v: 1,
       workspace_id: ws,
       key_mode: 'live',
       event_id: 'order-1',
       received_at: T0,
+      request_id: 'req-1',
       event_source: 'WEB',
       event_source_id: 'PIXEL123',
       test_event_code: null,

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Topics } from '../shared/topics.js';
 import { INTAKE_GROUP } from './intake.js';
 import { conversionProblem, planIntake } from './outbox-filing.js';
@@ -48,8 +48,10 @@ describe('ConversionIntake', () => {
 
   const outbox = async (ws: string) =>
     (await rig.db.query<{ event_id: string }>('SELECT event_id FROM forward_outbox WHERE workspace_id = $1 ORDER BY id', [ws])).rows.map((r) => r.event_id);
-  const count = async (ws: string, outcome: string, code: string) =>
-    (await forwardedConversions.get()).values.find((v) => v.labels.workspace === ws && v.labels.outcome === outcome && v.labels.code === code)?.value ?? 0;
+  // NOTE: forwarder_conversions_total has no workspace label (bounded series): each test starts from a reset counter.
+  beforeEach(() => forwardedConversions.reset());
+  const count = async (_ws: string, outcome: string, code: string) =>
+    (await forwardedConversions.get()).values.find((v) => v.labels.outcome === outcome && v.labels.code === code)?.value ?? 0;
 
   it('files conversions per connection state and commits the offset with them', async () => {
     const never = await rig.workspace();

@@ -28,7 +28,7 @@ export function createForwarderIntake(deps: { readonly onQueued?: () => void; re
         records.map((r) => ({ key: r.key, value: r.value, position: `partition ${r.partition} offset ${r.offset}` })),
         now(),
       );
-      for (const c of counted) forwardedConversions.inc({ workspace: c.workspace, outcome: c.outcome, code: c.code });
+      for (const c of counted) forwardedConversions.inc({ outcome: c.outcome, code: c.code });
       return filed.map((f, i): Outcome => {
         if (f.kind === 'queued') return ok();
         if (f.kind === 'dropped') return drop(f.reason);

@@ -9,8 +9,8 @@ import { registry } from '../shared/metrics.js';
  */
 export const forwardedConversions = new Counter({
   name: 'forwarder_conversions_total',
-  help: 'Conversions handled by the forwarder, by workspace, outcome and platform code (or reason)',
-  labelNames: ['workspace', 'outcome', 'code'] as const,
+  help: 'Conversions handled by the forwarder, by outcome and platform code (or reason); no per-workspace label (bounded series)',
+  labelNames: ['outcome', 'code'] as const,
   registers: [registry],
 });
 
@@ -35,13 +35,8 @@ export const tokenRefreshes = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
-
-export const connectionsByState = new Gauge({
-  name: 'forwarder_connections',
-  help: 'Platform connections by status',
-  labelNames: ['status'] as const,
-  registers: [registry],
-});
+// Every outcome is exported from the start (at 0), so a failure ratio has a denominator before the first refresh.
+for (const outcome of ['ok', 'invalid', 'transient', 'rejected', 'lease_lost']) tokenRefreshes.inc({ outcome }, 0);
 
 export const outboxRecords = new Gauge({
   name: 'forwarder_outbox_records',

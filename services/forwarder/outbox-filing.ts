@@ -123,10 +123,10 @@ export async function fileIntoOutbox(
 
   if (toQueue.length > 0) {
     const ins = await tx.query<{ workspace_id: string; event_id: string }>(
-      `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at)
-       SELECT w, e, s, p, t, r, to_timestamp(at / 1000.0)
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[])
-         AS u(w, e, s, p, t, r, at)
+      `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at, request_id)
+       SELECT w, e, s, p, t, r, to_timestamp(at / 1000.0), q
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[], $8::text[])
+         AS u(w, e, s, p, t, r, at, q)
        ON CONFLICT (workspace_id, event_id) DO NOTHING
        RETURNING workspace_id, event_id`,
       [
@@ -137,6 +137,7 @@ export async function fileIntoOutbox(
         toQueue.map((q) => q.c.test_event_code ?? ''),
         toQueue.map((q) => JSON.stringify(q.c.record)),
         toQueue.map((q) => q.c.received_at),
+        toQueue.map((q) => (typeof q.c.request_id === 'string' ? q.c.request_id : null)),
       ],
     );
     const inserted = new Set(ins.rows.map((r) => `${r.workspace_id}\n${r.event_id}`));

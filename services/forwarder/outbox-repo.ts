@@ -17,6 +17,8 @@ export interface OutboxRow {
   readonly eventId: string;
   readonly record: PlatformEventRecord;
   readonly receivedAt: number;
+  /** The gateway request that carried the event (null for conversions queued before it was recorded). */
+  readonly requestId: string | null;
 }
 
 /** The batch key: one platform request carries one event source, one pixel and one test code. */
@@ -67,8 +69,8 @@ export class OutboxRepo {
   }
 
   async take(workspaceId: string, group: BatchGroup, limit: number): Promise<OutboxRow[]> {
-    const r = await this.db.query<{ id: unknown; event_id: string; record: PlatformEventRecord; received_at: unknown }>(
-      `SELECT id, event_id, record, received_at FROM forward_outbox
+    const r = await this.db.query<{ id: unknown; event_id: string; record: PlatformEventRecord; received_at: unknown; request_id: string | null }>(
+      `SELECT id, event_id, record, received_at, request_id FROM forward_outbox
        WHERE workspace_id = $1 AND event_source = $2 AND event_source_id = $3 AND test_event_code = $4
        ORDER BY id LIMIT $5`,
       [workspaceId, group.eventSource, group.eventSourceId, group.testEventCode, limit],
@@ -79,6 +81,7 @@ export class OutboxRepo {
       eventId: row.event_id,
       record: row.record,
       receivedAt: new Date(row.received_at as string).getTime(),
+      requestId: row.request_id,
     }));
   }
 

@@ -10,7 +10,7 @@ import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { classify } from './classify.js';
 import type { ConnectionRepo } from './connection-repo.js';
 import { BackgroundLoop } from './loop.js';
-import { connectionsByState, forwardedConversions, tokenRefreshes } from './metrics.js';
+import { forwardedConversions, tokenRefreshes } from './metrics.js';
 import { parseTokenGrant, type PlatformClient } from './platform-client.js';
 import type { Revoker } from './revoker.js';
 
@@ -44,12 +44,10 @@ export interface RefresherDeps {
   readonly backoff: BackoffPolicy;
 }
 
-const HOUSEKEEPING_EVERY_MS = 5_000;
 const RESEAL_EVERY_MS = 60_000;
 
 export class TokenRefresher {
   private readonly loop: BackgroundLoop;
-  private lastGauges = 0;
   private lastReseal = 0;
 
   constructor(private readonly deps: RefresherDeps) {
@@ -64,17 +62,13 @@ export class TokenRefresher {
     return this.loop.stop();
   }
 
-  /** One pass: refresh what is due, retry due revocations, keep the gauges and the key rotation current. */
+  /** One pass: refresh what is due, retry due revocations, keep the key rotation current. */
   async tick(): Promise<void> {
     const due = await this.deps.connections.dueForRefresh(50);
     for (const ws of due) await this.refreshNow(ws);
     await this.deps.revoker.runDue();
+    // forwarder_connections is read from the database at scrape time (shared/metrics-scrape.ts).
     const now = Date.now();
-    if (now - this.lastGauges >= HOUSEKEEPING_EVERY_MS) {
-      this.lastGauges = now;
-      const counts = await this.deps.connections.countByStatus();
-      for (const [status, n] of Object.entries(counts)) connectionsByState.set({ status }, n);
-    }
     if (now - this.lastReseal >= RESEAL_EVERY_MS) {
       this.lastReseal = now;
       const n = await this.deps.connections.resealStale(100);
@@ -113,7 +107,7 @@ export class TokenRefresher {
       const parked = await connections.markNeedsReauth(workspaceId, leased.generation, `refresh refused: ${answer.code} ${answer.message}`.trim());
       tokenRefreshes.inc({ outcome: 'invalid' });
       if (parked !== null) {
-        if (parked > 0) forwardedConversions.inc({ workspace: workspaceId, outcome: 'parked', code: c.reason }, parked);
+        if (parked > 0) forwardedConversions.inc({ outcome: 'parked', code: c.reason }, parked);
         log.warn({ code: answer.code, parked }, 'refresh refused as invalid: connection needs re-authorization');
       }
       return 'invalid';

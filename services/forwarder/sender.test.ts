@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Topics } from '../shared/topics.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
@@ -37,9 +37,11 @@ async function ledger(ws: string): Promise<string[]> {
     (r) => r.event_id,
   );
 }
-async function metric(ws: string, outcome: string, code?: string): Promise<number> {
+// NOTE: forwarder_conversions_total has no workspace label (bounded series): each test starts from a reset counter.
+beforeEach(() => forwardedConversions.reset());
+async function metric(_ws: string, outcome: string, code?: string): Promise<number> {
   return (await forwardedConversions.get()).values
-    .filter((v) => v.labels.workspace === ws && v.labels.outcome === outcome && (code === undefined || v.labels.code === code))
+    .filter((v) => v.labels.outcome === outcome && (code === undefined || v.labels.code === code))
     .reduce((a, v) => a + v.value, 0);
 }
 /** Sends until nothing is left for the workspace or it stops (backoff is skipped by clearing it). */

@@ -56,6 +56,11 @@ export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[
   return [batch.slice(0, half), batch.slice(half)];
 }
 
+/** The distinct gateway request ids of a batch's conversions, in order. */
+export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
+  return [...new Set(rows.map((r) => r.requestId).filter((id): id is string => id !== null))];
+}
+
 export function trackBody(group: BatchGroup, rows: readonly OutboxRow[]): TrackBody {
   return {
     event_source: group.eventSource,
@@ -146,6 +151,8 @@ export class ForwardSender {
     let refreshed = false;
     while (work.length > 0) {
       const batch = work.pop()!;
+      // The gateway requests whose events this batch carries: a request id found in the gateway's log line leads here.
+      const requestIds = requestIdsOf(batch);
       const answer = await client.track(conn.accessToken, trackBody(group, batch));
       const c = classify(answer);
       const code = codeLabel(answer);
@@ -156,9 +163,9 @@ export class ForwardSender {
             await connections.resetSendBackoff(tx, ws, conn.generation);
           });
           const now = (this.deps.now ?? Date.now)();
-          forwardedConversions.inc({ workspace: ws, outcome: 'forwarded', code }, batch.length);
+          forwardedConversions.inc({ outcome: 'forwarded', code }, batch.length);
           for (const r of batch) endToEndLatency.observe(Math.max(0, now - r.receivedAt) / 1000);
-          log.debug({ records: batch.length, request_id: answer.requestId }, 'batch forwarded');
+          log.info({ records: batch.length, request_ids: requestIds, platform_request_id: answer.requestId, code }, 'batch forwarded');
           break;
         }
         case 'retry': {
@@ -166,15 +173,18 @@ export class ForwardSender {
           const failures = await connections.sendFailures(ws);
           const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
           await connections.sendBackoff(ws, conn.generation, delay);
-          forwardedConversions.inc({ workspace: ws, outcome: 'retried', code }, batch.length);
-          log.warn({ records: batch.length, reason: c.reason, message: answer.message, retry_in_ms: delay }, 'platform asked to retry later');
+          forwardedConversions.inc({ outcome: 'retried', code }, batch.length);
+          log.warn(
+            { records: batch.length, request_ids: requestIds, code, reason: c.reason, message: answer.message, retry_in_ms: delay },
+            'platform asked to retry later',
+          );
           return null;
         }
         case 'token': {
           if (refreshed || conn.refreshToken === null) {
             const parked = await connections.markNeedsReauth(ws, conn.generation, `events call answered ${answer.code} ${answer.message}`.trim());
             if (parked !== null) {
-              forwardedConversions.inc({ workspace: ws, outcome: 'parked', code }, parked);
+              forwardedConversions.inc({ outcome: 'parked', code }, parked);
               log.warn({ code: answer.code, parked }, 'token refused after a refresh: connection needs re-authorization');
             }
             return null;
@@ -201,8 +211,11 @@ export class ForwardSender {
             continue;
           }
           await outbox.deadLetter(group, batch, { code: c.code, message: c.message, requestId: answer.requestId }, Date.now());
-          forwardedConversions.inc({ workspace: ws, outcome: 'dead_lettered', code }, batch.length);
-          log.warn({ records: batch.length, code: c.code, message: c.message }, 'platform rejected conversions: dead-lettered');
+          forwardedConversions.inc({ outcome: 'dead_lettered', code }, batch.length);
+          log.warn(
+            { records: batch.length, request_ids: requestIds, code: c.code, message: c.message, platform_request_id: answer.requestId },
+            'platform rejected conversions: dead-lettered',
+          );
           break;
         }
       }
@@ -218,7 +231,7 @@ export class ForwardSender {
       const purged = await outbox.purgeLedger(options.ledgerRetentionMs);
       const expired = await outbox.expireOld(options.parkMaxAgeMs);
       for (const [ws, n] of expired) {
-        forwardedConversions.inc({ workspace: ws, outcome: 'dropped', code: 'expired' }, n);
+        forwardedConversions.inc({ outcome: 'dropped', code: 'expired' }, n);
         logger.warn({ workspace: ws, dropped: n }, 'conversions waited longer than FORWARDER_PARK_MAX_HOURS: dropped');
       }
       if (purged > 0) logger.debug({ purged }, 'sent ledger purged');

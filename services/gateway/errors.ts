@@ -4,7 +4,7 @@
  * 5xx answers never carry internals; they are logged with the request id instead.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { eventsIngested } from '../shared/metrics.js';
+import { eventsIngested, eventsInBody } from '../shared/metrics.js';
 import { NotDurableError } from '../stream/log.js';
 import { IngestError, PROBLEMS, problemDocument, type ProblemKey } from './problems.js';
 
@@ -64,7 +64,7 @@ export function sendError(
   const p = PROBLEMS[key];
   if (p.status >= 500) request.log.error({ err }, 'request failed');
   const ingest = request.routeOptions.config?.ingest;
-  if (ingest) eventsIngested.inc({ endpoint: ingest, outcome: 'rejected', reason: p.slug });
+  if (ingest) eventsIngested.inc({ endpoint: ingest, outcome: 'rejected', reason: p.slug }, eventsInBody(request.body));
   reply.code(p.status).headers(headers);
   if (request.routeOptions.config?.variant === 'sgtm') {
     return reply.type('application/json').send({ error: p.sgtmError, message: detail });

@@ -38,6 +38,8 @@ export interface ConversionReady {
   readonly event_id: string;
   /** Epoch ms the gateway received the event (end-to-end latency). */
   readonly received_at: number;
+  /** The gateway request that carried the event: the forwarder logs it with the batch that sends the conversion. */
+  readonly request_id?: string | null;
   /** From the workspace's forwarding setup. */
   readonly event_source: string;
   readonly event_source_id: string;

@@ -25,10 +25,22 @@ export const httpDuration = new Histogram({
 
 export const eventsIngested = new Counter({
   name: 'events_ingested_total',
-  help: 'Events seen by the gateway, by endpoint and outcome (accepted, rejected) and reason',
+  help: 'Events seen by the gateway, one count per event, by endpoint, outcome (accepted, rejected) and reason (the problem slug)',
   labelNames: ['endpoint', 'outcome', 'reason'] as const,
   registers: [registry],
 });
+
+/**
+ * How many events a rejected request carried: the length of its JSON array body, or 1 when the body is not an array
+ * (unparseable JSON, a single object on endpoint B, nothing at all), so every rejected request counts at least once
+ * and an error ratio over events_ingested_total is per event on both sides.
+ */
+// Both endpoints' accepted series exist from the start (at 0): a ratio over them is defined before the first event.
+for (const endpoint of ['events', 'sgtm']) eventsIngested.inc({ endpoint, outcome: 'accepted', reason: '' }, 0);
+
+export function eventsInBody(body: unknown): number {
+  return Array.isArray(body) && body.length > 0 ? body.length : 1;
+}
 
 export const logAppendDuration = new Histogram({
   name: 'log_append_duration_seconds',
@@ -57,6 +69,23 @@ export const consumerLag = new Gauge({
   name: 'consumer_lag_records',
   help: 'Records between a stage\'s committed offset and the end of its input, per topic/partition',
   labelNames: ['stage', 'topic', 'partition'] as const,
+  registers: [registry],
+});
+
+/**
+ * The one way a runner reports its lag: `end` (the partition's high watermark) minus the group's next offset to
+ * read. Never negative. Call it after every committed batch and from any periodic read of the broker.
+ */
+export function setConsumerLag(stage: string, topic: string, partition: number, end: bigint, next: bigint): void {
+  const lag = end - next;
+  consumerLag.set({ stage, topic, partition: String(partition) }, Number(lag > 0n ? lag : 0n));
+}
+
+/** 1 when the last probe of a dependency (postgres, kafka) answered, else 0; probed at most every few seconds. */
+export const dependencyUp = new Gauge({
+  name: 'dependency_up',
+  help: 'Whether the last cheap probe of a dependency answered (1) or not (0): postgres (SELECT 1), kafka (metadata)',
+  labelNames: ['dependency'] as const,
   registers: [registry],
 });
 

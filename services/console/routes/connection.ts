@@ -93,7 +93,7 @@ export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps
     const ws = request.params.ws;
     await requireWorkspace(ws);
     const { dropped, revocationId } = await deps.connections.disconnect(ws);
-    if (dropped > 0) forwardedConversions.inc({ workspace: ws, outcome: 'dropped', code: 'disconnected' }, dropped);
+    if (dropped > 0) forwardedConversions.inc({ outcome: 'dropped', code: 'disconnected' }, dropped);
     request.log.info({ workspace: ws, dropped }, 'ad account disconnected');
     if (revocationId !== null) {
       // Best effort, briefly awaited so the common case is done when we answer; a failure stays queued and the

@@ -61,6 +61,7 @@ function build({ item: { e, consent }, selection, reads: { click, pii, page }, e
     key_mode: e.key_mode,
     event_id: eventId,
     received_at: e.received_at,
+    request_id: e.request_id,
     event_source: setup.event_source,
     event_source_id: setup.event_source_id,
     test_event_code: selection.testEventCode,

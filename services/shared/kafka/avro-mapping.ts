@@ -107,6 +107,7 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
     const { user, properties, transaction_id, ...record } = c.record;
     return {
       ...c,
+      request_id: c.request_id ?? null,
       record: {
         ...record,
         page: { url: record.page.url },

@@ -28,6 +28,7 @@ import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde
 import type { Logger } from '../../shared/logger.js';
 import {
   consumerLag,
+  setConsumerLag,
   kafkaProduceDuration,
   kafkaRebalances,
   stageBatchDuration,
@@ -414,8 +415,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     end();
     for (const [outcome, reason] of counts) stageRecords.inc({ stage: processor.name, outcome, reason });
     if (evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, evicted);
-    const lag = highWatermark - (last + 1n);
-    consumerLag.set({ stage: processor.name, topic: this.input, partition: String(task.partition) }, Number(lag > 0n ? lag : 0n));
+    setConsumerLag(processor.name, this.input, task.partition, highWatermark, last + 1n);
     processor.afterCommit?.(processed);
   }
 
@@ -506,8 +506,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       const end = ends.get(p);
       if (!end) continue;
       const at = committed.get(p) ?? end.low;
-      const lag = end.high - at;
-      consumerLag.set({ stage: this.deps.processor.name, topic: this.input, partition: String(p) }, Number(lag > 0n ? lag : 0n));
+      setConsumerLag(this.deps.processor.name, this.input, p, end.high, at);
     }
   }
 }

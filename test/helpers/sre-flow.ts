@@ -1,0 +1,86 @@
+/**
+ * The short flow the Prometheus tests observe (test/e2e/prometheus.test.ts on the embedded runtime,
+ * test/integration/kafka-prometheus.test.ts on Kafka): a workspace connected through the platform sandbox; a platform
+ * outage (two 503s) then a permanent rejection, so the first batch is retried and dead-lettered; a batch forwarded;
+ * a duplicate; rejected events (a bad request of three, one without a key). Returns when Prometheus has seen it all.
+ */
+import { randomBytes } from 'node:crypto';
+import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from './forwarder-rig.js';
+import type { RunningSandbox } from '../sandbox/server.js';
+import { adminClient } from './admin-client.js';
+import { webEvent } from './factories.js';
+import type { RunningPrometheus } from './prometheus.js';
+import { TEST_ADMIN_TOKEN } from './service-process.js';
+import { SETUP } from './workspaces.js';
+
+/** The service's variables for a run against the platform sandbox on `port`, with short forwarder timings. */
+export function sandboxServiceEnv(sandbox: RunningSandbox, port: number): Record<string, string> {
+  return {
+    PORT: String(port),
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    PLATFORM_API_BASE: sandbox.apiBase,
+    PLATFORM_AUTH_URL: sandbox.authUrl,
+    PLATFORM_APP_ID: SANDBOX_APP.id,
+    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    FORWARDER_LINGER_MS: '30',
+    FORWARDER_RETRY_BASE_MS: '30',
+    FORWARDER_RETRY_MAX_MS: '300',
+    REFRESH_INTERVAL_MS: '200',
+    LOG_LEVEL: 'info',
+  };
+}
+
+export interface SreFlow {
+  readonly workspace: string;
+  readonly key: string;
+  /** The request id of the batch that was forwarded. */
+  readonly forwardedRequestId: string;
+}
+
+export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, prom: RunningPrometheus, timeoutMs = 20_000): Promise<SreFlow> {
+  const admin = adminClient(serviceUrl, TEST_ADMIN_TOKEN);
+  const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
+  const workspace = (await admin.createWorkspace('sre-flow')).id;
+  const key = (await admin.createKey(workspace, 'live')).key;
+  const post = async (body: unknown, auth = true): Promise<{ status: number; body: any }> => {
+    const r = await fetch(`${serviceUrl}/v1/events`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(auth ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    return { status: r.status, body: await r.json() };
+  };
+  const expectStatus = (what: string, got: number, want: number): void => {
+    if (got !== want) throw new Error(`${what}: answered ${got}, expected ${want}`);
+  };
+
+  expectStatus('forwarding setup', (await admin.call('PUT', `/admin/v1/workspaces/${workspace}/forwarding`, { ...SETUP, test_event_code: undefined })).status, 200);
+  const started = await admin.call('POST', `/admin/v1/workspaces/${workspace}/connection`);
+  const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
+  expectStatus('OAuth callback', (await fetch(consent.headers.get('location')!)).status, 200);
+
+  await sandboxControl(sandbox, '/faults', { events: [{ http_status: 503, times: 2 }, { code: 40001, times: 1 }] });
+  expectStatus('first batch', (await post([webEvent(), webEvent()])).status, 202);
+  await eventually('the dead letter', async () => (await value('sum(forwarder_conversions_total{outcome="dead_lettered"})')) >= 2, timeoutMs);
+
+  const e3 = webEvent();
+  const second = await post([e3, webEvent()]);
+  expectStatus('second batch', second.status, 202);
+  expectStatus('a duplicate', (await post([e3])).status, 202);
+  expectStatus('a bad request of three events', (await post([webEvent(), {}, webEvent()])).status, 400);
+  expectStatus('a request without a key', (await post([webEvent()], false)).status, 401);
+
+  await eventually('the platform received the second batch', async () => (await receivedBySandbox(sandbox)).length >= 2, timeoutMs);
+  await eventually(
+    'Prometheus saw the duplicate and the forwarded conversions',
+    async () =>
+      (await value('sum(stage_records_total{stage="dedupe",outcome="drop",reason="duplicate"})')) >= 1 &&
+      (await value('sum(forwarder_conversions_total{outcome="forwarded"})')) >= 2 &&
+      (await value('sum(rate(forwarder_end_to_end_seconds_count[1m]))')) > 0,
+    timeoutMs,
+  );
+  // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.
+  await new Promise((r) => setTimeout(r, 3_000));
+  return { workspace, key, forwardedRequestId: second.body.request_id as string };
+}
