@@ -14,7 +14,8 @@ import type { Db } from '../shared/db/db.js';
 import { randomBase62 } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import type { EmbeddedLog } from '../shared/runtime/embedded-log.js';
-import { ConnectionRepo } from './connection-repo.js';
+import { ConnectionRepo, CREDENTIALS_UNREADABLE } from './connection-repo.js';
+import { connectionFaults, forwardedConversions } from './metrics.js';
 import { ConversionIntake } from './intake.js';
 import { OAuthFlow } from './oauth-flow.js';
 import { OutboxRepo } from './outbox-repo.js';
@@ -77,7 +78,11 @@ export function createPlatformSide(deps: {
     appSecret: config.platform.appSecret,
     timeoutMs: f.requestTimeoutMs,
   });
-  const connections = new ConnectionRepo(db, cipher);
+  const connections = new ConnectionRepo(db, cipher, (workspace, parked, reason) => {
+    connectionFaults.inc({ reason: CREDENTIALS_UNREADABLE });
+    if (parked > 0) forwardedConversions.inc({ workspace, outcome: 'parked', code: CREDENTIALS_UNREADABLE }, parked);
+    logger.error({ workspace, parked, reason }, 'stored credentials cannot be opened: connection parked');
+  });
   const outbox = new OutboxRepo(db);
   const revoker = new Revoker({ db, cipher, client, logger, backoff, leaseMs });
   const refresher = new TokenRefresher({
@@ -89,6 +94,7 @@ export function createPlatformSide(deps: {
     intervalMs: f.refreshIntervalMs,
     leaseMs,
     backoff,
+    onRestored: () => sender?.wake(),
   });
   const sender = roles.forwarder
     ? new ForwardSender({

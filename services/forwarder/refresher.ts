@@ -42,6 +42,8 @@ export interface RefresherDeps {
   /** Longer than a platform call can take: the lease must outlive the call it protects. */
   readonly leaseMs: number;
   readonly backoff: BackoffPolicy;
+  /** Called when a connection parked for unreadable credentials is connected again (wakes the sender). */
+  readonly onRestored?: (workspaceId: string) => void;
 }
 
 const HOUSEKEEPING_EVERY_MS = 5_000;
@@ -51,6 +53,7 @@ export class TokenRefresher {
   private readonly loop: BackgroundLoop;
   private lastGauges = 0;
   private lastReseal = 0;
+  private lastRestore = 0;
 
   constructor(private readonly deps: RefresherDeps) {
     this.loop = new BackgroundLoop('token-refresher', deps.intervalMs, () => this.tick(), deps.logger);
@@ -74,6 +77,14 @@ export class TokenRefresher {
       this.lastGauges = now;
       const counts = await this.deps.connections.countByStatus();
       for (const [status, n] of Object.entries(counts)) connectionsByState.set({ status }, n);
+    }
+    if (now - this.lastRestore >= HOUSEKEEPING_EVERY_MS) {
+      this.lastRestore = now;
+      const restored = await this.deps.connections.restoreReadable(100);
+      if (restored.length > 0) {
+        this.deps.logger.info({ workspaces: restored }, 'stored credentials open again: connections restored');
+        for (const ws of restored) this.deps.onRestored?.(ws);
+      }
     }
     if (now - this.lastReseal >= RESEAL_EVERY_MS) {
       this.lastReseal = now;
