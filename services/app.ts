@@ -10,6 +10,7 @@ import { gatewayPlugin } from './gateway/app.js';
 import { registerErrorHandling } from './gateway/errors.js';
 import { problemPages } from './gateway/problem-pages.js';
 import type { WorkspaceRateLimiter } from './gateway/rate-limit.js';
+import { registerJsonBodyParser } from './gateway/validation/json-body.js';
 import { LIMITS } from './gateway/validation/limits.js';
 import type { Config } from './shared/config.js';
 import type { Db } from './shared/db/db.js';
@@ -69,6 +70,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return503OnClosing: true,
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
+  // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).
+  registerJsonBodyParser(app);
   await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -98,6 +101,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   }
   if (deps.admin) {
     await app.register(async (scope) => {
+      // The admin API takes JSON only: without the text/plain parser, any other Content-Type is a 415.
+      scope.removeContentTypeParser('text/plain');
       // Every admin route is documented as needing the admin token.
       scope.addHook('onRoute', (route) => {
         route.schema = { tags: ['admin'], security: [{ adminToken: [] }], ...route.schema };

@@ -28,6 +28,14 @@ const table = {
     sgtmError: 'Invalid request format',
     description: 'The body could not be parsed as JSON. Send a JSON array with `Content-Type: application/json`.',
   },
+  unsupportedJsonValue: {
+    slug: 'unsupported-json-value',
+    status: 400,
+    title: 'Body holds a value the service cannot accept',
+    sgtmError: 'Invalid request format',
+    description:
+      'The body is JSON but holds something the service cannot store or forward, named in `detail` with its line and column: a string with `\\u0000` or a lone surrogate (strings must be valid Unicode without U+0000), a number out of the 64-bit float range (e.g. `1e400`) or longer than 100 characters, or arrays and objects nested more than 32 levels deep. The rules are I-JSON (RFC 7493). Nothing of the request was accepted.',
+  },
   apiVersion: {
     slug: 'unsupported-api-version',
     status: 400,

@@ -9,6 +9,10 @@ export const LIMITS = {
   /** Longest event name and idempotency key. */
   maxNameLength: 256,
   maxKeyLength: 256,
+  /** Deepest nesting of arrays and objects in a body (the top-level array counts as 1). Checked without recursion. */
+  maxJsonDepth: 32,
+  /** Longest number literal in a body; numbers must also fit a 64-bit float (I-JSON, RFC 7493). */
+  maxNumberChars: 100,
   /** Whole request, from its first byte to the answer (the spec's 1.5 s). */
   requestDeadlineMs: 1500,
 } as const;
