@@ -7,7 +7,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { adminPlugin } from './console/app.js';
 import type { ApiKeyVerifier } from './gateway/auth/api-key-verifier.js';
 import { gatewayPlugin } from './gateway/app.js';
-import { registerErrorHandling } from './gateway/errors.js';
+import { clientErrorHandler, registerErrorHandling, sendError } from './gateway/errors.js';
 import { problemPages } from './gateway/problem-pages.js';
 import type { WorkspaceRateLimiter } from './gateway/rate-limit.js';
 import { registerJsonBodyParser } from './gateway/validation/json-body.js';
@@ -68,6 +68,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     keepAliveTimeout: 5_000,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // 414, 431 and unparseable requests are problem documents too (gateway/errors.ts).
+    frameworkErrors: (err, request, reply) => sendError(request, reply, err, deps.config.publicBaseUrl),
+    clientErrorHandler: clientErrorHandler(deps.config.publicBaseUrl),
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
   // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).

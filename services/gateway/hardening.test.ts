@@ -166,3 +166,67 @@ describe('unstorable (the scanner)', () => {
     else expect(got).toContain(problem);
   });
 });
+
+describe('over a real socket: oversized requests get answers a common client can read (finding 6)', () => {
+  let base: string;
+  beforeAll(async () => {
+    base = await t.app.listen({ port: 0, host: '127.0.0.1' });
+  });
+
+  /** Writes the whole body first, then reads the answer, as curl and most HTTP clients do. */
+  async function rawPost(path: string, headers: Record<string, string>, body: Buffer): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
+    const { request } = await import('node:http');
+    return new Promise((resolve, reject) => {
+      const req = request(`${base}${path}`, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (c: string) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
+      });
+      req.on('error', reject);
+      // Like a client on a slower link: the body goes out in pieces while the server has already answered.
+      void (async () => {
+        for (let at = 0; at < body.length; at += 256 * 1024) {
+          if (!req.write(body.subarray(at, at + 256 * 1024))) await new Promise((r) => req.once('drain', r));
+          await new Promise((r) => setTimeout(r, 5));
+        }
+        req.end();
+      })().catch(reject);
+    });
+  }
+
+  it.each(ENDPOINTS)('endpoint %s: a 12 MB body gets a readable 413 in its format', async (_n, url, _body, format) => {
+    const res = await rawPost(url, { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, Buffer.alloc(12 * 1024 * 1024, 0x20));
+    expect(res.status).toBe(413);
+    const parsed = JSON.parse(res.body);
+    if (format === 'problem') expect(parsed.type).toBe('http://ingest.test/problems/payload-too-large');
+    else expect(parsed.error).toBe('Payload Too Large');
+  });
+
+  it('a URL over 8 KiB → 414 problem document', async () => {
+    const res = await fetch(`${base}/v1/events?${'q'.repeat(9_000)}`, { method: 'POST' });
+    expect(res.status).toBe(414);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect((await res.json()).type).toBe('http://ingest.test/problems/uri-too-long');
+  });
+
+  it('a path segment over 100 characters → 414 problem document', async () => {
+    const res = await fetch(`${base}/admin/v1/workspaces/${'w'.repeat(200)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+    expect(res.status).toBe(414);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect((await res.json()).type).toBe('http://ingest.test/problems/uri-too-long');
+  });
+
+  it('headers over 16 KiB → 431 problem document', async () => {
+    const res = await fetch(`${base}/v1/events`, { method: 'POST', headers: { 'x-big': 'h'.repeat(20_000) } });
+    expect(res.status).toBe(431);
+    expect(res.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    const body = await res.json();
+    expect(body.type).toBe('http://ingest.test/problems/request-headers-too-large');
+    expect(body.status).toBe(431);
+  });
+
+  it('the service answers normally afterwards', async () => {
+    expect((await fetch(`${base}/healthz`)).status).toBe(200);
+  });
+});

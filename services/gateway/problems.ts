@@ -83,6 +83,27 @@ const table = {
     description:
       "The workspace's plan allows a number of requests per second with a burst; wait for the seconds in `Retry-After` and try again. The `RateLimit-*` headers show the limit and what remains.",
   },
+  uriTooLong: {
+    slug: 'uri-too-long',
+    status: 414,
+    title: 'Request URL is too long',
+    sgtmError: 'URI Too Long',
+    description: 'The URL (path and query) exceeds 8 KiB, or one path segment exceeds 100 characters. Send data in the body, not the URL.',
+  },
+  headersTooLarge: {
+    slug: 'request-headers-too-large',
+    status: 431,
+    title: 'Request headers are too large',
+    sgtmError: 'Request Header Fields Too Large',
+    description: 'The request line and headers together exceed 16 KiB. Send fewer or shorter headers (cookies are a common cause).',
+  },
+  badRequest: {
+    slug: 'bad-request',
+    status: 400,
+    title: 'The request is not valid HTTP',
+    sgtmError: 'Bad Request',
+    description: 'The request could not be read as HTTP/1.1 (e.g. a malformed request line or header). The connection was closed.',
+  },
   timeout: {
     slug: 'request-timeout',
     status: 408,

@@ -2,6 +2,10 @@
 export const LIMITS = {
   /** Largest request body. Larger bodies get 413 from the Content-Length alone, or as soon as the stream passes it. */
   maxBodyBytes: 1024 * 1024,
+  /** After a 413, how much more of the body is read (and discarded) so the client can read the answer. */
+  maxDrainBytes: 32 * 1024 * 1024,
+  /** Longest URL (path and query); longer: 414. Headers and request line together are limited to 16 KiB by Node. */
+  maxUrlChars: 8 * 1024,
   /** Events per request, both endpoints. */
   maxEventsPerRequest: 500,
   /** Largest single event, as JSON. */
