@@ -100,7 +100,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
 
   if (deps.ingest) {
     const ingest = deps.ingest;
-    await app.register(async (scope) => gatewayPlugin(scope, ingest));
+    await app.register(async (scope) => gatewayPlugin(scope, { ...ingest, overload: deps.config.overload }));
   }
   if (deps.admin) {
     await app.register(async (scope) => {

@@ -35,7 +35,7 @@ const ENDPOINTS = [
 ] as const;
 
 function expectFormat(res: { statusCode: number; headers: Record<string, unknown>; json(): any }, status: number, format: 'problem' | 'sgtm', slug: string): string {
-  expect(res.statusCode).toBe(status);
+  expect(res.statusCode, JSON.stringify(res.json())).toBe(status);
   const body = res.json();
   if (format === 'problem') {
     expect(res.headers['content-type']).toMatch(/^application\/problem\+json/);

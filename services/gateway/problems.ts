@@ -120,6 +120,14 @@ const table = {
     description:
       'The service could not make the events durable within its 1.5 s deadline. Nothing of this request was accepted; retry after `Retry-After` seconds with the same idempotency keys.',
   },
+  overloaded: {
+    slug: 'overloaded',
+    status: 503,
+    title: 'Service is overloaded',
+    sgtmError: 'Service Unavailable',
+    description:
+      'This instance is at its limit (requests in progress, or event-loop delay) and answered at once rather than late. Nothing of the request was accepted; retry after `Retry-After` seconds with the same idempotency keys, ideally with backoff and jitter.',
+  },
   internal: {
     slug: 'internal-error',
     status: 500,

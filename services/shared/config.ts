@@ -116,6 +116,10 @@ const envSchema = z.object({
   FORWARDER_LEDGER_RETENTION_HOURS: z.coerce.number().min(48, 'must be at least 48 (the platform dedups for 48 h)').default(7 * 24),
   FORWARDER_PARK_MAX_HOURS: z.coerce.number().positive().default(7 * 24),
   REFRESH_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  /** Overload shedding of the ingestion routes (docs/operations.md, "Overload and limits"). */
+  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
+  GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
+  GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
 });
 
 export type RawEnv = z.input<typeof envSchema>;
@@ -154,6 +158,7 @@ export interface Config {
   readonly dedupeWindowMs: number;
   /** Older credential keys by key id, for reading tokens encrypted before a rotation. */
   readonly previousCredentialsKeys: ReadonlyMap<string, Buffer>;
+  readonly overload: GatewayOverloadConfig;
   readonly forwarder: {
     readonly lingerMs: number;
     readonly batchSize: number;
@@ -165,6 +170,15 @@ export interface Config {
     readonly parkMaxAgeMs: number;
     readonly refreshIntervalMs: number;
   };
+}
+
+export interface GatewayOverloadConfig {
+  /** Ingestion requests in progress per process; one more is shed with 503. */
+  readonly maxInFlight: number;
+  /** Event-loop delay (ms) past which new ingestion requests are shed; 0: not checked. */
+  readonly maxEventLoopDelayMs: number;
+  /** Event-loop utilisation (0..1) past which new ingestion requests are shed; 0: not checked. */
+  readonly maxEventLoopUtilization: number;
 }
 
 export class ConfigError extends Error {
@@ -234,6 +248,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         return [pair.slice(0, i), Buffer.from(pair.slice(i + 1), 'base64')] as const;
       }),
     ),
+    overload: {
+      maxInFlight: e.GATEWAY_MAX_IN_FLIGHT,
+      maxEventLoopDelayMs: e.GATEWAY_MAX_EVENT_LOOP_DELAY_MS,
+      maxEventLoopUtilization: e.GATEWAY_MAX_EVENT_LOOP_UTILIZATION,
+    },
     forwarder: {
       lingerMs: e.FORWARDER_LINGER_MS,
       batchSize: e.FORWARDER_BATCH_SIZE,

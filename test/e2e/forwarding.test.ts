@@ -51,6 +51,7 @@ beforeAll(async () => {
     FORWARDER_REQUEST_TIMEOUT_MS: '3000',
     REFRESH_INTERVAL_MS: '100',
     LOG_LEVEL: 'silent',
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
   });
   service = await startService(config, silentLogger, { inMemoryDb: true });
   await service.app.listen({ port, host: '127.0.0.1' });
