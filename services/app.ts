@@ -15,6 +15,7 @@ import { LIMITS } from './gateway/validation/limits.js';
 import type { Config } from './shared/config.js';
 import type { Db } from './shared/db/db.js';
 import { newRequestId } from './shared/ids.js';
+import { registerPageSecurityHeaders } from './shared/page-security.js';
 import type { Logger } from './shared/logger.js';
 import { httpDuration, httpRequests } from './shared/metrics.js';
 import type { EventLogProducer } from './shared/runtime/log.js';
@@ -96,7 +97,10 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not ready' });
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  problemPages(app);
+  await app.register(async (scope) => {
+    await registerPageSecurityHeaders(scope);
+    problemPages(scope);
+  });
 
   if (deps.ingest) {
     const ingest = deps.ingest;

@@ -139,7 +139,9 @@ export function createPlatformSide(deps: {
     adminExtensions: roles.console
       ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
       : [],
-    publicExtensions: roles.console ? [(app) => oauthCallbackRoutes(app, { flow }), connectionProblemPages] : [],
+    publicExtensions: roles.console
+      ? [(app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }), connectionProblemPages]
+      : [],
     start() {
       intake?.start();
       sender?.start();

@@ -258,20 +258,6 @@ describe('ForwardSender', () => {
     await sendAll(ws);
   });
 
-  it('the loops forward on their own', async () => {
-    const ws = await connected();
-    const cs = [conversion(ws), conversion(ws)];
-    intake().start();
-    sender().start();
-    try {
-      await rig.append(cs);
-      await eventually('delivered', async () => (await receivedIds(cs.map((c) => c.event_id))).length === 2, 5_000);
-    } finally {
-      await intake().stop();
-      await sender().stop();
-    }
-  });
-
   it('tokens that do not open (wrong CREDENTIALS_KEY): parked with the reason and a metric, no error loop, restored when they open', async () => {
     const ws = await connected();
     const cs = Array.from({ length: 2 }, () => conversion(ws));
@@ -302,4 +288,19 @@ describe('ForwardSender', () => {
     expect(await outboxCount(ws)).toBe(0);
     expect((await receivedIds(cs.map((c) => c.event_id))).length).toBe(2);
   });
+
+  it('the loops forward on their own', async () => {
+    const ws = await connected();
+    const cs = [conversion(ws), conversion(ws)];
+    intake().start();
+    sender().start();
+    try {
+      await rig.append(cs);
+      await eventually('delivered', async () => (await receivedIds(cs.map((c) => c.event_id))).length === 2, 5_000);
+    } finally {
+      await intake().stop();
+      await sender().stop();
+    }
+  });
+
 });

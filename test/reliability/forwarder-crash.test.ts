@@ -13,6 +13,7 @@ import { openPglite } from '../../services/shared/db/pglite.js';
 import { EmbeddedLog } from '../../services/shared/runtime/embedded-log.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
+import { newBrowser } from '../helpers/browser.js';
 import { REPO_ROOT, TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
 
 const TOTAL = 400;
@@ -65,9 +66,7 @@ describe('forwarder: kill -9 mid-batch', () => {
     const admin = adminClient(first.url, TEST_ADMIN_TOKEN);
     const ws = (await admin.createWorkspace('crash')).id;
     const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-    const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-    const callback = new URL(consent.headers.get('location')!);
-    const page = await fetch(`${first.url}${callback.pathname}${callback.search}`);
+    const page = await newBrowser().open(started.body.authorize_url);
     expect(page.status).toBe(200);
     expect(await first.stop()).toBe(0);
     const dataDir = first.dataDir;

@@ -3,3 +3,8 @@
 -- ciphertexts are kept (never deleted for this reason), so that a restart with the right key restores the
 -- connection; its conversions are parked meanwhile.
 ALTER TABLE connections ADD COLUMN status_code text;
+
+-- The browser that opened a connect link (GET /oauth/start): the SHA-256 of a random value kept in that
+-- browser's cookie. The callback is honoured only from that browser, so a state that leaks (logs, referrers, a
+-- shared link) cannot connect the workspace to someone else's ad account (issue 14).
+ALTER TABLE oauth_states ADD COLUMN binding_hash text;
