@@ -7,13 +7,15 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } 
 import { adminPlugin } from '../console/app.js';
 import type { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
 import { gatewayPlugin } from '../gateway/app.js';
-import { registerErrorHandling } from '../gateway/errors.js';
+import { clientErrorHandler, registerErrorHandling, sendError } from '../gateway/errors.js';
 import { problemPages } from '../gateway/problem-pages.js';
 import type { WorkspaceRateLimiter } from '../gateway/rate-limit.js';
+import { registerJsonBodyParser } from '../gateway/validation/json-body.js';
 import { LIMITS } from '../gateway/validation/limits.js';
 import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { newRequestId } from '../shared/ids.js';
+import { registerPageSecurityHeaders } from '../shared/page-security.js';
 import type { Logger } from '../shared/logger.js';
 import { httpDuration, httpRequests } from '../shared/metrics.js';
 import type { EventLogProducer } from '../stream/log.js';
@@ -67,8 +69,13 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     keepAliveTimeout: 5_000,
     forceCloseConnections: 'idle',
     return503OnClosing: true,
+    // 414, 431 and unparseable requests are problem documents too (gateway/errors.ts).
+    frameworkErrors: (err, request, reply) => sendError(request, reply, err, deps.config.publicBaseUrl),
+    clientErrorHandler: clientErrorHandler(deps.config.publicBaseUrl),
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
+  // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).
+  registerJsonBodyParser(app);
   await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
 
   app.addHook('onResponse', async (request, reply) => {
@@ -102,14 +109,19 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     return reply.code(ok ? 200 : 503).send({ status: ok ? 'ready' : 'not ready' });
   });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
-  problemPages(app);
+  await app.register(async (scope) => {
+    await registerPageSecurityHeaders(scope);
+    problemPages(scope);
+  });
 
   if (deps.ingest) {
     const ingest = deps.ingest;
-    await app.register(async (scope) => gatewayPlugin(scope, ingest));
+    await app.register(async (scope) => gatewayPlugin(scope, { ...ingest, overload: deps.config.overload }));
   }
   if (deps.admin) {
     await app.register(async (scope) => {
+      // The admin API takes JSON only: without the text/plain parser, any other Content-Type is a 415.
+      scope.removeContentTypeParser('text/plain');
       // Every admin route is documented as needing the admin token.
       scope.addHook('onRoute', (route) => {
         route.schema = { tags: ['admin'], security: [{ adminToken: [] }], ...route.schema };

@@ -14,14 +14,34 @@ import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
 
+/** A bad configuration: one line on stderr, exit code 1 (no stack trace). */
+function failStart(message: string): never {
+  process.stderr.write(`${message.replace(/\s+/g, ' ').trim()}\n`);
+  process.exit(1);
+}
+
+/** Closes what started, but never waits more than 5 s for it (the start already failed). */
+async function closeQuietly(close: () => Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([close().catch(() => undefined), new Promise((r) => (timer = setTimeout(r, 5_000)))]);
+  clearTimeout(timer);
+}
+
+/** What a listen error says about the variable that caused it, or undefined for anything else. */
+function listenProblem(err: unknown, variable: string, port: number, host: string): string | undefined {
+  const code = (err as NodeJS.ErrnoException).code;
+  if (code === 'EADDRINUSE') return `invalid configuration: ${variable} ${port} is already in use on ${host}`;
+  if (code === 'EACCES') return `invalid configuration: ${variable} ${port} needs privileges this process does not have`;
+  if (code === 'EADDRNOTAVAIL') return `invalid configuration: HOST ${host} is not an address of this machine`;
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `invalid configuration: HOST ${host} does not resolve`;
+  return undefined;
+}
+
 let config;
 try {
   config = loadConfig();
 } catch (err) {
-  if (err instanceof ConfigError) {
-    process.stderr.write(`${err.message}\n`);
-    process.exit(2);
-  }
+  if (err instanceof ConfigError) failStart(err.message);
   throw err;
 }
 
@@ -43,10 +63,26 @@ watchForScrape({
       },
   kafkaProbe: kafkaAdmin ? (ms) => kafkaAdmin.probe(ms) : undefined,
 });
-const metrics = await startMetricsServer(config.metricsPort, config.host, {
-  ready: async () => (await service.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200,
-});
-await service.app.listen({ port: config.port, host: config.host });
+let metrics: Awaited<ReturnType<typeof startMetricsServer>>;
+try {
+  metrics = await startMetricsServer(config.metricsPort, config.host, {
+    ready: async () => (await service.app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200,
+  });
+} catch (err) {
+  const problem = listenProblem(err, 'METRICS_PORT', config.metricsPort, config.host);
+  if (problem === undefined) throw err;
+  await closeQuietly(() => service.close());
+  failStart(problem);
+}
+try {
+  await service.app.listen({ port: config.port, host: config.host });
+} catch (err) {
+  const problem = listenProblem(err, 'PORT', config.port, config.host);
+  if (problem === undefined) throw err;
+  await closeQuietly(() => service.close());
+  await closeQuietly(() => new Promise<void>((resolve) => metrics.close(() => resolve())));
+  failStart(problem);
+}
 
 if (config.adminTokenGenerated) {
   process.stdout.write(

@@ -14,7 +14,8 @@ import type { Db } from '../shared/db/db.js';
 import { randomBase62 } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import type { Stage } from '../stream/contract.js';
-import { ConnectionRepo } from '../forwarder/connection-repo.js';
+import { ConnectionRepo, CREDENTIALS_UNREADABLE } from '../forwarder/connection-repo.js';
+import { connectionFaults, forwardedConversions } from '../forwarder/metrics.js';
 import { createForwarderIntake } from '../forwarder/intake.js';
 import { OAuthFlow } from '../forwarder/oauth-flow.js';
 import { OutboxRepo } from '../forwarder/outbox-repo.js';
@@ -72,7 +73,11 @@ export function createPlatformSide(deps: {
     appSecret: config.platform.appSecret,
     timeoutMs: f.requestTimeoutMs,
   });
-  const connections = new ConnectionRepo(db, cipher);
+  const connections = new ConnectionRepo(db, cipher, (workspace, parked, reason) => {
+    connectionFaults.inc({ reason: CREDENTIALS_UNREADABLE });
+    if (parked > 0) forwardedConversions.inc({ outcome: 'parked', code: CREDENTIALS_UNREADABLE }, parked);
+    logger.error({ workspace, parked, reason }, 'stored credentials cannot be opened: connection parked');
+  });
   const outbox = new OutboxRepo(db);
   const revoker = new Revoker({ db, cipher, client, logger, backoff, leaseMs });
   const refresher = new TokenRefresher({
@@ -84,6 +89,7 @@ export function createPlatformSide(deps: {
     intervalMs: f.refreshIntervalMs,
     leaseMs,
     backoff,
+    onRestored: () => sender?.wake(),
   });
   const sender = roles.forwarder
     ? new ForwardSender({
@@ -128,7 +134,9 @@ export function createPlatformSide(deps: {
     adminExtensions: roles.console
       ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
       : [],
-    publicExtensions: roles.console ? [(app) => oauthCallbackRoutes(app, { flow }), connectionProblemPages] : [],
+    publicExtensions: roles.console
+      ? [(app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }), connectionProblemPages]
+      : [],
     start() {
       sender?.start();
       if (roles.refresher) refresher.start();

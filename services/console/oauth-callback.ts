@@ -1,18 +1,29 @@
 /**
- * GET /oauth/callback: where the platform sends the browser back after the customer granted (or refused) access.
- * Public (no admin token): the one-time `state` is what authenticates the request. Answers a small page; the URL
- * carries a code and a state, so the page is never cached and never leaks its URL as a referrer.
+ * The browser's side of connecting an ad account (public routes, no admin token):
+ * - GET /oauth/start?state=…: the `authorize_url` the admin API hands out. It binds the flow to this browser (a
+ *   cookie holding a random value, whose hash is stored with the state) and redirects to the platform's
+ *   authorization page.
+ * - GET /oauth/callback: where the platform sends the browser back. Honoured only with the cookie of the browser
+ *   that opened the start link, then the one-time `state` completes the flow.
+ * Both answer small pages (or a redirect); the URLs carry a state and a code, so nothing is cached and no URL
+ * leaks as a referrer. Security headers (CSP, frame-ancestors 'none', X-Frame-Options, nosniff) come from
+ * @fastify/helmet, registered in this scope only.
  */
-import type { FastifyInstance } from 'fastify';
-import type { CallbackQuery, OAuthFlow } from '../forwarder/oauth-flow.js';
+import cookie from '@fastify/cookie';
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import { randomBytes } from 'node:crypto';
+import { STATE_TTL_MS, type CallbackQuery, type OAuthFlow } from '../forwarder/oauth-flow.js';
 import { PlatformNotConfiguredError } from '../forwarder/platform-client.js';
+import { sha256Hex } from '../shared/ids.js';
 import { htmlPage } from './html-page.js';
+import { registerPageSecurityHeaders } from '../shared/page-security.js';
 
 const TITLES: Readonly<Record<string, string>> = {
   denied: 'Access was not granted',
   exchange_failed: 'The platform did not complete the connection',
   advertiser_failed: 'The ad account could not be read',
   no_advertiser: 'No ad account was selected',
+  other_browser: 'Finish connecting in the browser you started in',
 };
 
 function firstString(v: unknown): string | undefined {
@@ -21,9 +32,50 @@ function firstString(v: unknown): string | undefined {
   return undefined;
 }
 
-export function oauthCallbackRoutes(app: FastifyInstance, deps: { flow: OAuthFlow }): void {
-  app.get('/oauth/callback', async (request, reply) => {
+/** One cookie per flow (named after the state's hash), so connecting two workspaces at once in one browser works. */
+export function bindingCookieName(state: string): string {
+  return `oauth_binding_${sha256Hex(state).slice(0, 16)}`;
+}
+
+export interface OAuthBrowserRouteDeps {
+  readonly flow: OAuthFlow;
+  /** Secure cookies (PUBLIC_BASE_URL is https). */
+  readonly secureCookies: boolean;
+}
+
+export async function oauthCallbackRoutes(app: FastifyInstance, deps: OAuthBrowserRouteDeps): Promise<void> {
+  await app.register(cookie);
+  await registerPageSecurityHeaders(app);
+  const cookieOptions = {
+    path: '/oauth/',
+    httpOnly: true,
+    // Lax: sent on the platform's top-level redirect back to the callback, never on cross-site subrequests.
+    sameSite: 'lax' as const,
+    secure: deps.secureCookies,
+  };
+  const pageHeaders = (reply: FastifyReply): FastifyReply =>
     reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').type('text/html; charset=utf-8');
+
+  app.get('/oauth/start', async (request, reply) => {
+    pageHeaders(reply);
+    const state = firstString((request.query as Record<string, unknown> | undefined)?.state) ?? '';
+    const name = bindingCookieName(state);
+    // The same browser opening the link again keeps its binding.
+    const binding = request.cookies[name] ?? randomBytes(32).toString('base64url');
+    let bound;
+    try {
+      bound = await deps.flow.bind(state, binding);
+    } catch (err) {
+      if (err instanceof PlatformNotConfiguredError) return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
+      throw err;
+    }
+    if (!bound.ok) return reply.code(bound.status).send(htmlPage(TITLES[bound.reason] ?? 'This link cannot be used', [bound.message, 'Nothing was changed.']));
+    reply.setCookie(name, binding, { ...cookieOptions, maxAge: Math.ceil(STATE_TTL_MS / 1000) });
+    return reply.redirect(bound.authorizeUrl, 302);
+  });
+
+  app.get('/oauth/callback', async (request, reply) => {
+    pageHeaders(reply);
     const q = (request.query ?? {}) as Record<string, unknown>;
     const query: CallbackQuery = {
       state: firstString(q.state),
@@ -32,9 +84,10 @@ export function oauthCallbackRoutes(app: FastifyInstance, deps: { flow: OAuthFlo
       error: firstString(q.error),
       error_description: firstString(q.error_description),
     };
+    const name = bindingCookieName(query.state ?? '');
     let result;
     try {
-      result = await deps.flow.complete(query);
+      result = await deps.flow.complete(query, request.cookies[name]);
     } catch (err) {
       if (err instanceof PlatformNotConfiguredError) {
         return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
@@ -44,6 +97,8 @@ export function oauthCallbackRoutes(app: FastifyInstance, deps: { flow: OAuthFlo
         .code(500)
         .send(htmlPage('Something went wrong', ['The connection could not be completed. Start connecting again from the workspace settings.']));
     }
+    // The binding has served (or the state is spent): forget it, except when another browser knocked.
+    if (result.ok || result.reason !== 'other_browser') reply.clearCookie(name, cookieOptions);
     if (result.ok) {
       return reply.code(200).send(
         htmlPage('Ad account connected', [

@@ -7,9 +7,12 @@
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import type { TokenGrant } from './platform-client.js';
-import { tokenAad, type TokenCipher } from './token-cipher.js';
+import { tokenAad, TokenCipherError, type TokenCipher } from './token-cipher.js';
 
 export type ConnectionStatus = 'connected' | 'needs_reauth' | 'disconnected';
+
+/** The status_code of a connection whose stored tokens do not open with the configured CREDENTIALS_KEY. */
+export const CREDENTIALS_UNREADABLE = 'credentials_unreadable';
 
 export interface ConnectionView {
   readonly workspaceId: string;
@@ -21,6 +24,8 @@ export interface ConnectionView {
   readonly connectedAt: Date | null;
   readonly lastRefreshedAt: Date | null;
   readonly statusReason: string | null;
+  /** Machine-readable cause of the status, e.g. `credentials_unreadable`; null when none. */
+  readonly statusCode: string | null;
 }
 
 /** A leased connection: what the refresher or the sender needs, tokens opened. */
@@ -52,18 +57,21 @@ interface ConnectionRow {
   connected_at: unknown;
   last_refreshed_at: unknown;
   status_reason: string | null;
+  status_code: string | null;
 }
 
 export class ConnectionRepo {
   constructor(
     private readonly db: Db,
     private readonly cipher: TokenCipher,
+    /** Told when a connection was parked because its tokens do not open (metrics, logs). */
+    private readonly onUnreadable?: (workspaceId: string, parked: number, reason: string) => void,
   ) {}
 
   async get(workspaceId: string, sql: Sql = this.db): Promise<ConnectionView | undefined> {
     const r = await sql.query<ConnectionRow>(
       `SELECT workspace_id, status, advertiser_id, time_zone, access_expires_at, refresh_expires_at, connected_at,
-              last_refreshed_at, status_reason
+              last_refreshed_at, status_reason, status_code
        FROM connections WHERE workspace_id = $1`,
       [workspaceId],
     );
@@ -79,6 +87,7 @@ export class ConnectionRepo {
       connectedAt: toDate(row.connected_at),
       lastRefreshedAt: toDate(row.last_refreshed_at),
       statusReason: row.status_reason,
+      statusCode: row.status_code,
     };
   }
 
@@ -106,7 +115,7 @@ export class ConnectionRepo {
          refresh_due_at = EXCLUDED.refresh_due_at, refresh_failures = 0,
          refresh_lease_owner = NULL, refresh_lease_until = NULL, send_lease_owner = NULL, send_lease_until = NULL,
          send_failures = 0, send_not_before = NULL, connected_at = now(), last_refreshed_at = NULL,
-         status_reason = NULL, updated_at = now()`,
+         status_reason = NULL, status_code = NULL, updated_at = now()`,
       [
         c.workspaceId,
         c.advertiserId,
@@ -153,13 +162,7 @@ export class ConnectionRepo {
       [workspaceId, owner, opts.force === true],
     );
     const row = r.rows[0];
-    if (!row) return null;
-    return {
-      workspaceId,
-      generation: toNumber(row.generation),
-      accessToken: this.cipher.open(row.access_token_enc, tokenAad.access(workspaceId)),
-      refreshToken: this.cipher.open(row.refresh_token_enc, tokenAad.refresh(workspaceId)),
-    };
+    return row ? this.opened(workspaceId, row) : null;
   }
 
   /** Why leaseForRefresh returned null. */
@@ -268,7 +271,8 @@ export class ConnectionRepo {
            status = 'disconnected', status_reason = 'disconnected by the workspace', generation = connections.generation + 1,
            access_token_enc = NULL, refresh_token_enc = NULL, access_expires_at = NULL, refresh_expires_at = NULL,
            refresh_due_at = NULL, refresh_failures = 0, refresh_lease_owner = NULL, refresh_lease_until = NULL,
-           send_lease_owner = NULL, send_lease_until = NULL, send_failures = 0, send_not_before = NULL, updated_at = now()`,
+           send_lease_owner = NULL, send_lease_until = NULL, send_failures = 0, send_not_before = NULL,
+           status_code = NULL, updated_at = now()`,
         [workspaceId],
       );
       await tx.query(
@@ -371,6 +375,16 @@ export class ConnectionRepo {
     );
   }
 
+  /** Backs sending off after an unexpected error (no generation at hand): counts the failure, releases the lease. */
+  async sendBackoffAfterError(workspaceId: string, delayMs: number): Promise<void> {
+    await this.db.query(
+      `UPDATE connections SET send_failures = send_failures + 1, send_not_before = now() + ${ms(delayMs)},
+              send_lease_owner = NULL, send_lease_until = NULL
+       WHERE workspace_id = $1`,
+      [workspaceId],
+    );
+  }
+
   async sendFailures(workspaceId: string): Promise<number> {
     const r = await this.db.query<{ send_failures: unknown }>('SELECT send_failures FROM connections WHERE workspace_id = $1', [
       workspaceId,
@@ -414,14 +428,23 @@ export class ConnectionRepo {
       const ws = row.workspace_id;
       const reseal = (v: string | null, aad: string): string | null =>
         v === null ? null : this.cipher.isStale(v) ? this.cipher.seal(this.cipher.open(v, aad), aad) : v;
+      let access: string | null;
+      let refresh: string | null;
+      try {
+        access = reseal(row.access_token_enc, tokenAad.access(ws));
+        refresh = reseal(row.refresh_token_enc, tokenAad.refresh(ws));
+      } catch (err) {
+        if (err instanceof TokenCipherError) continue; // the sender parks it when it next tries (opened())
+        throw err;
+      }
       const u = await this.db.query(
         `UPDATE connections SET access_token_enc = $2, refresh_token_enc = $3
          WHERE workspace_id = $1 AND access_token_enc IS NOT DISTINCT FROM $4 AND refresh_token_enc IS NOT DISTINCT FROM $5
          RETURNING workspace_id`,
         [
           ws,
-          reseal(row.access_token_enc, tokenAad.access(ws)),
-          reseal(row.refresh_token_enc, tokenAad.refresh(ws)),
+          access,
+          refresh,
           row.access_token_enc,
           row.refresh_token_enc,
         ],
@@ -431,16 +454,84 @@ export class ConnectionRepo {
     return n;
   }
 
-  private opened(
+  /**
+   * Opens a row's tokens. Tokens that do not open (a wrong CREDENTIALS_KEY, a missing previous key) park the
+   * connection (markCredentialsUnreadable) and give null: the caller skips it like any connection not connected,
+   * so one unreadable row never makes a loop retry at once, nor takes the others down.
+   */
+  private async opened(
     workspaceId: string,
     row: { generation: unknown; access_token_enc: string; refresh_token_enc: string | null },
-  ): LeasedConnection {
-    return {
-      workspaceId,
-      generation: toNumber(row.generation),
-      accessToken: this.cipher.open(row.access_token_enc, tokenAad.access(workspaceId)),
-      refreshToken: row.refresh_token_enc === null ? null : this.cipher.open(row.refresh_token_enc, tokenAad.refresh(workspaceId)),
-    };
+  ): Promise<LeasedConnection | null> {
+    const generation = toNumber(row.generation);
+    try {
+      return {
+        workspaceId,
+        generation,
+        accessToken: this.cipher.open(row.access_token_enc, tokenAad.access(workspaceId)),
+        refreshToken: row.refresh_token_enc === null ? null : this.cipher.open(row.refresh_token_enc, tokenAad.refresh(workspaceId)),
+      };
+    } catch (err) {
+      if (!(err instanceof TokenCipherError)) throw err;
+      await this.markCredentialsUnreadable(workspaceId, generation, err.message);
+      return null;
+    }
+  }
+
+  /**
+   * The stored tokens do not open: status needs_reauth with status_code credentials_unreadable and the reason,
+   * leases and backoff cleared, ciphertexts KEPT (the key may be what is wrong: restoreReadable() brings the
+   * connection back once they open again). Its conversions stay in the outbox, parked. Returns how many are
+   * parked, or null when the generation moved on.
+   */
+  async markCredentialsUnreadable(workspaceId: string, generation: number, why: string): Promise<number | null> {
+    const reason = `stored credentials cannot be opened with CREDENTIALS_KEY (${why}): restore the key that sealed them and restart, or connect again`;
+    const parked = await this.db.transaction(async (tx) => {
+      const r = await tx.query(
+        `UPDATE connections SET status = 'needs_reauth', status_code = '${CREDENTIALS_UNREADABLE}', status_reason = $3,
+                refresh_lease_owner = NULL, refresh_lease_until = NULL, send_lease_owner = NULL, send_lease_until = NULL,
+                send_failures = 0, send_not_before = NULL, updated_at = now()
+         WHERE workspace_id = $1 AND generation = $2 AND status = 'connected'
+         RETURNING workspace_id`,
+        [workspaceId, generation, reason],
+      );
+      if (r.rows.length === 0) return null;
+      await audit(tx, workspaceId, 'connection.credentials_unreadable', { reason });
+      const n = await tx.query<{ n: unknown }>('SELECT count(*) AS n FROM forward_outbox WHERE workspace_id = $1', [workspaceId]);
+      return toNumber(n.rows[0]!.n);
+    });
+    if (parked !== null) this.onUnreadable?.(workspaceId, parked, reason);
+    return parked;
+  }
+
+  /**
+   * Connections parked as credentials_unreadable whose tokens open now (the right key is back after a restart):
+   * connected again, their parked conversions flow. Returns the workspaces restored.
+   */
+  async restoreReadable(limit: number): Promise<string[]> {
+    const r = await this.db.query<{ workspace_id: string; generation: unknown; access_token_enc: string | null; refresh_token_enc: string | null }>(
+      `SELECT workspace_id, generation, access_token_enc, refresh_token_enc FROM connections
+       WHERE status = 'needs_reauth' AND status_code = '${CREDENTIALS_UNREADABLE}' LIMIT $1`,
+      [limit],
+    );
+    const restored: string[] = [];
+    for (const row of r.rows) {
+      const ws = row.workspace_id;
+      try {
+        if (row.access_token_enc !== null) this.cipher.open(row.access_token_enc, tokenAad.access(ws));
+        if (row.refresh_token_enc !== null) this.cipher.open(row.refresh_token_enc, tokenAad.refresh(ws));
+      } catch (err) {
+        if (err instanceof TokenCipherError) continue;
+        throw err;
+      }
+      const u = await this.db.query(
+        `UPDATE connections SET status = 'connected', status_code = NULL, status_reason = NULL, updated_at = now()
+         WHERE workspace_id = $1 AND generation = $2 AND status_code = '${CREDENTIALS_UNREADABLE}' RETURNING workspace_id`,
+        [ws, toNumber(row.generation)],
+      );
+      if (u.rows.length === 1) restored.push(ws);
+    }
+    return restored;
   }
 }
 

@@ -1,8 +1,23 @@
 /**
  * A background loop: runs `body`, waits `intervalMs` (or until woken), repeats. A failing body is logged and
  * retried after a growing pause instead of crashing the process; stop() lets the body in flight finish.
+ * NOTE: no path runs the body back to back. A wake after a good run still waits MIN_GAP_MS on a timer (a
+ * macrotask: the HTTP server's sockets get their turn even when the body's I/O resolves in microtasks, as PGlite's
+ * does), and after a failure wakes are ignored: the pause grows from intervalMs to 30 s. A body that fails on
+ * every run can therefore never pin the event loop that serves HTTP (issue 14).
  */
 import type { Logger } from '../shared/logger.js';
+
+/** The shortest pause between two runs of a body, even when woken. */
+export const MIN_GAP_MS = 5;
+/** The longest pause after repeated failures. */
+export const MAX_FAILURE_PAUSE_MS = 30_000;
+
+/** The pause before the next run: a floor always, a backoff after failures (woken or not). */
+export function nextPauseMs(intervalMs: number, failures: number, woken: boolean): number {
+  if (failures > 0) return Math.min(Math.max(intervalMs, MIN_GAP_MS) * 2 ** Math.min(failures, 20), MAX_FAILURE_PAUSE_MS);
+  return woken ? MIN_GAP_MS : Math.max(intervalMs, MIN_GAP_MS);
+}
 
 export class BackgroundLoop {
   private stopped = false;
@@ -45,15 +60,16 @@ export class BackgroundLoop {
         this.logger.error({ err, loop: this.name }, 'background loop failed; retrying');
       }
       if (this.stopped) break;
-      if (this.woken) continue;
-      const pause = failures === 0 ? this.intervalMs : Math.min(this.intervalMs * 2 ** failures, 30_000);
+      const pause = nextPauseMs(this.intervalMs, failures, this.woken);
+      const wakeable = failures === 0 && !this.woken;
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, pause);
         function done(): void {
           clearTimeout(timer);
           resolve();
         }
-        this.wakeUp = done;
+        // After a failure only stop() cuts the pause short; a wake is remembered for the next run.
+        this.wakeUp = wakeable ? done : () => (this.stopped ? done() : undefined);
       });
       this.wakeUp = undefined;
     }

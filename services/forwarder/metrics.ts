@@ -51,3 +51,14 @@ export const revocations = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
+
+/**
+ * Connections taken out of sending by a fault of this deployment rather than the platform's answer, by reason
+ * (`credentials_unreadable`: the stored tokens do not open with CREDENTIALS_KEY). Alert on any increase.
+ */
+export const connectionFaults = new Counter({
+  name: 'forwarder_connection_faults_total',
+  help: 'Connections parked by a deployment fault, by reason (credentials_unreadable)',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});

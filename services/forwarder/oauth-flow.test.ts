@@ -7,6 +7,8 @@ import { TokenCipher } from './token-cipher.js';
 import { authorizeInSandbox, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 let rig: ForwarderRig;
+/** The binding of the browser that started the flows of these tests (the cookie's value, in the real flow). */
+const BROWSER = 'the-browser-that-started';
 beforeAll(async () => {
   rig = await startRig({ sandbox: { timezone: 'Europe/Berlin' } });
 });
@@ -24,7 +26,7 @@ async function connectionRow(ws: string): Promise<Record<string, any> | undefine
 describe('OAuthFlow', () => {
   it('builds the authorize URL with the app id, redirect URI, a state and a PKCE S256 challenge', async () => {
     const ws = await rig.workspace();
-    const { authorizeUrl, expiresAt } = await rig.platform.flow.start(ws);
+    const { authorizeUrl, expiresAt } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const u = new URL(authorizeUrl);
     expect(`${u.origin}${u.pathname}`).toBe(rig.sandbox.authUrl);
     expect(u.searchParams.get('app_id')).toBe('sandbox-app');
@@ -57,58 +59,58 @@ describe('OAuthFlow', () => {
 
   it('accepts `code` when the platform sends no `auth_code`', async () => {
     const ws = await rig.workspace();
-    const { authorizeUrl } = await rig.platform.flow.start(ws);
+    const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const q = await authorizeInSandbox(authorizeUrl);
     delete q.auth_code;
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: true });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: true });
   });
 
   it('refuses a replayed state and changes nothing', async () => {
     const ws = await rig.workspace();
-    const { authorizeUrl } = await rig.platform.flow.start(ws);
+    const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const q = await authorizeInSandbox(authorizeUrl);
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: true });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: true });
     const before = await connectionRow(ws);
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: false, status: 400, reason: 'used_state' });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: false, status: 400, reason: 'used_state' });
     expect(await connectionRow(ws)).toEqual(before);
   });
 
   it('refuses an expired state', async () => {
     const ws = await rig.workspace();
-    const { authorizeUrl } = await rig.platform.flow.start(ws);
+    const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const q = await authorizeInSandbox(authorizeUrl);
     await rig.db.query(`UPDATE oauth_states SET expires_at = now() - interval '1 second' WHERE workspace_id = $1`, [ws]);
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: false, reason: 'expired_state' });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: false, reason: 'expired_state' });
     expect(await connectionRow(ws)).toBeUndefined();
   });
 
   it('refuses a state superseded by a newer flow, and takes the newer one', async () => {
     const ws = await rig.workspace();
-    const first = await rig.platform.flow.start(ws);
-    const second = await rig.platform.flow.start(ws);
-    expect(await rig.platform.flow.complete(await authorizeInSandbox(first.authorizeUrl))).toMatchObject({ ok: false, reason: 'superseded_state' });
+    const first = await rig.platform.flow.start(ws, { binding: BROWSER });
+    const second = await rig.platform.flow.start(ws, { binding: BROWSER });
+    expect(await rig.platform.flow.complete(await authorizeInSandbox(first.authorizeUrl), BROWSER)).toMatchObject({ ok: false, reason: 'superseded_state' });
     expect(await connectionRow(ws)).toBeUndefined();
-    expect(await rig.platform.flow.complete(await authorizeInSandbox(second.authorizeUrl))).toMatchObject({ ok: true });
+    expect(await rig.platform.flow.complete(await authorizeInSandbox(second.authorizeUrl), BROWSER)).toMatchObject({ ok: true });
   });
 
   it('reports a declined authorization', async () => {
     const ws = await rig.workspace();
     await sandboxControl(rig.sandbox, '/settings', { deny_authorize: true });
-    const { authorizeUrl } = await rig.platform.flow.start(ws);
+    const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const q = await authorizeInSandbox(authorizeUrl);
     expect(q.error).toBe('access_denied');
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: false, status: 400, reason: 'denied' });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: false, status: 400, reason: 'denied' });
     expect(await connectionRow(ws)).toBeUndefined();
   });
 
   it('reports a code the platform refuses, and consumes the state', async () => {
     const ws = await rig.workspace();
-    const { authorizeUrl } = await rig.platform.flow.start(ws);
+    const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
     const q = await authorizeInSandbox(authorizeUrl);
-    const result = await rig.platform.flow.complete({ ...q, auth_code: 'not-a-code', code: 'not-a-code' });
+    const result = await rig.platform.flow.complete({ ...q, auth_code: 'not-a-code', code: 'not-a-code' }, BROWSER);
     expect(result).toMatchObject({ ok: false, status: 502, reason: 'exchange_failed' });
     expect((result as { message: string }).message).toContain('40110');
-    expect(await rig.platform.flow.complete(q)).toMatchObject({ reason: 'used_state' });
+    expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ reason: 'used_state' });
   });
 
   it('retries a transient advertiser failure, and revokes the grant when it keeps failing', async () => {
@@ -126,6 +128,30 @@ describe('OAuthFlow', () => {
     expect(revocations.revocations.at(-1).outcome).toBe('revoked');
   });
 
+  describe('the state is bound to the browser that started the flow (issue 14, finding 8)', () => {
+    it('a callback from another browser (or none) is refused and leaves the state for the right one', async () => {
+      const ws = await rig.workspace();
+      const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
+      const q = await authorizeInSandbox(authorizeUrl);
+      expect(await rig.platform.flow.complete(q, 'an-attackers-browser')).toMatchObject({ ok: false, status: 400, reason: 'other_browser' });
+      expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: false, status: 400, reason: 'other_browser' });
+      expect(await connectionRow(ws)).toBeUndefined();
+      expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: true });
+    });
+
+    it('an unbound state (the link never opened) cannot be completed; bind() binds it once', async () => {
+      const ws = await rig.workspace();
+      const { state } = await rig.platform.flow.start(ws);
+      const bound = await rig.platform.flow.bind(state, 'first');
+      expect(bound).toMatchObject({ ok: true });
+      expect(await rig.platform.flow.bind(state, 'first')).toMatchObject({ ok: true }); // the same browser again
+      expect(await rig.platform.flow.bind(state, 'second')).toMatchObject({ ok: false, reason: 'other_browser' });
+      const q = await authorizeInSandbox((bound as { authorizeUrl: string }).authorizeUrl);
+      expect(await rig.platform.flow.complete(q, 'second')).toMatchObject({ ok: false, reason: 'other_browser' });
+      expect(await rig.platform.flow.complete(q, 'first')).toMatchObject({ ok: true });
+    });
+  });
+
   describe('bad input', () => {
     it.each([
       ['no state', {}],
@@ -133,25 +159,25 @@ describe('OAuthFlow', () => {
       ['a state never issued (foreign)', { state: 'forged-state-value', auth_code: 'x' }],
       ['an overlong state', { state: 'x'.repeat(600), auth_code: 'x' }],
     ])('refuses %s', async (_name, query) => {
-      const r = await rig.platform.flow.complete(query);
+      const r = await rig.platform.flow.complete(query, BROWSER);
       expect(r).toMatchObject({ ok: false, status: 400 });
       expect(['missing_state', 'unknown_state']).toContain((r as { reason: string }).reason);
     });
 
     it('refuses a callback without a code, consuming the state', async () => {
       const ws = await rig.workspace();
-      const { authorizeUrl } = await rig.platform.flow.start(ws);
+      const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
       const state = new URL(authorizeUrl).searchParams.get('state')!;
-      expect(await rig.platform.flow.complete({ state })).toMatchObject({ ok: false, reason: 'missing_code' });
+      expect(await rig.platform.flow.complete({ state }, BROWSER)).toMatchObject({ ok: false, reason: 'missing_code' });
       expect(await connectionRow(ws)).toBeUndefined();
     });
 
     it('reports an HTML error page instead of a token answer', async () => {
       const ws = await rig.workspace();
-      const { authorizeUrl } = await rig.platform.flow.start(ws);
+      const { authorizeUrl } = await rig.platform.flow.start(ws, { binding: BROWSER });
       const q = await authorizeInSandbox(authorizeUrl);
       await sandboxControl(rig.sandbox, '/faults', { token: [{ http_status: 502 }] });
-      expect(await rig.platform.flow.complete(q)).toMatchObject({ ok: false, status: 502, reason: 'exchange_failed' });
+      expect(await rig.platform.flow.complete(q, BROWSER)).toMatchObject({ ok: false, status: 502, reason: 'exchange_failed' });
       expect(await connectionRow(ws)).toBeUndefined();
     });
   });

@@ -1,9 +1,12 @@
 /**
  * Connecting a workspace's ad account by OAuth 2.0 (authorization code, with PKCE S256 where the platform uses it).
  * start() issues a one-time `state` bound to the workspace and to this flow (a newer flow for the workspace
- * supersedes it), valid for 10 minutes; only its SHA-256 is stored, with the PKCE verifier sealed. complete()
- * claims the state atomically (used once, unexpired), exchanges the code, reads the advertiser's time zone and
- * stores the connection. A replayed, expired, superseded or unknown state is refused and changes nothing.
+ * supersedes it), valid for 10 minutes; only its SHA-256 is stored, with the PKCE verifier sealed. bind() ties
+ * the state to the browser that opens the connect link (GET /oauth/start sets a cookie holding a random binding;
+ * only its SHA-256 is stored), and complete() honours the callback only with that binding: a state that leaked
+ * cannot connect the workspace from another browser. complete() claims the state atomically (used once,
+ * unexpired, same browser), exchanges the code, reads the advertiser's time zone and stores the connection. A
+ * replayed, expired, superseded, unknown or foreign-browser state is refused and changes nothing.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../shared/db/db.js';
@@ -35,7 +38,7 @@ export type CallbackResult =
       readonly ok: false;
       /** 400: the link or the request is at fault; 502: the platform failed us. */
       readonly status: 400 | 502;
-      readonly reason: 'missing_state' | 'unknown_state' | 'used_state' | 'superseded_state' | 'expired_state' | 'denied' | 'missing_code' | 'exchange_failed' | 'no_advertiser' | 'advertiser_failed';
+      readonly reason: 'other_browser' | 'missing_state' | 'unknown_state' | 'used_state' | 'superseded_state' | 'expired_state' | 'denied' | 'missing_code' | 'exchange_failed' | 'no_advertiser' | 'advertiser_failed';
       readonly message: string;
     };
 
@@ -54,13 +57,21 @@ export class OAuthFlow {
     return `${this.deps.publicBaseUrl}/oauth/callback`;
   }
 
-  /** Begins a connection: the URL to open in a browser. Throws PlatformNotConfiguredError without an app. */
-  async start(workspaceId: string): Promise<{ authorizeUrl: string; expiresAt: Date }> {
+  /** The service's own connect link: opening it binds the flow to that browser, then goes on to the platform. */
+  startUrl(state: string): string {
+    return `${this.deps.publicBaseUrl}/oauth/start?state=${encodeURIComponent(state)}`;
+  }
+
+  /**
+   * Begins a connection. `startUrl` is the link to open in a browser (it binds the flow to that browser);
+   * `authorizeUrl` is the platform's page it leads to. With `binding`, the flow is bound at once (a caller that
+   * is itself the browser's session, e.g. the console). Throws PlatformNotConfiguredError without an app.
+   */
+  async start(workspaceId: string, opts: { binding?: string } = {}): Promise<{ authorizeUrl: string; startUrl: string; state: string; expiresAt: Date }> {
     if (!this.deps.client.configured) throw new PlatformNotConfiguredError();
     const state = randomBytes(32).toString('base64url');
     const stateHash = sha256Hex(state);
     const verifier = randomBytes(48).toString('base64url');
-    const challenge = createHash('sha256').update(verifier).digest('base64url');
     const expiresAt = await this.deps.db.transaction(async (tx) => {
       // A newer flow supersedes the workspace's open ones: only the latest link connects.
       await tx.query(
@@ -68,36 +79,72 @@ export class OAuthFlow {
         [workspaceId],
       );
       const r = await tx.query<{ expires_at: unknown }>(
-        `INSERT INTO oauth_states (state_hash, workspace_id, flow_id, code_verifier_enc, redirect_uri, expires_at)
-         VALUES ($1, $2, $3, $4, $5, now() + ($6::double precision * interval '1 millisecond'))
+        `INSERT INTO oauth_states (state_hash, workspace_id, flow_id, code_verifier_enc, redirect_uri, expires_at, binding_hash)
+         VALUES ($1, $2, $3, $4, $5, now() + ($6::double precision * interval '1 millisecond'), $7)
          RETURNING expires_at`,
-        [stateHash, workspaceId, newId('flow'), this.deps.cipher.seal(verifier, tokenAad.verifier(stateHash)), this.redirectUri, STATE_TTL_MS],
+        [
+          stateHash,
+          workspaceId,
+          newId('flow'),
+          this.deps.cipher.seal(verifier, tokenAad.verifier(stateHash)),
+          this.redirectUri,
+          STATE_TTL_MS,
+          opts.binding === undefined ? null : sha256Hex(opts.binding),
+        ],
       );
       // Old states are kept a day for clear "expired / already used" pages, then forgotten.
       await tx.query(`DELETE FROM oauth_states WHERE created_at < now() - interval '1 day'`);
       return new Date(r.rows[0]!.expires_at as string);
     });
+    return { authorizeUrl: this.platformUrl(state, verifier), startUrl: this.startUrl(state), state, expiresAt };
+  }
+
+  private platformUrl(state: string, verifier: string): string {
+    const challenge = createHash('sha256').update(verifier).digest('base64url');
     const url = new URL(this.deps.authUrl);
     url.searchParams.set('app_id', this.deps.client.appId);
     url.searchParams.set('state', state);
     url.searchParams.set('redirect_uri', this.redirectUri);
     url.searchParams.set('code_challenge', challenge);
     url.searchParams.set('code_challenge_method', 'S256');
-    return { authorizeUrl: url.toString(), expiresAt };
+    return url.toString();
+  }
+
+  /**
+   * Binds an open state to the browser that opened the connect link (`binding`: the random value of its cookie)
+   * and gives the platform's authorize URL. The same browser may open the link again; another one is refused.
+   */
+  async bind(state: string, binding: string): Promise<{ ok: true; authorizeUrl: string } | Extract<CallbackResult, { ok: false }>> {
+    if (state === '' || state.length > 512) {
+      return { ok: false, status: 400, reason: 'missing_state', message: 'The link has no valid state parameter.' };
+    }
+    const stateHash = sha256Hex(state);
+    const r = await this.deps.db.query<{ code_verifier_enc: string }>(
+      `UPDATE oauth_states SET binding_hash = $2
+       WHERE state_hash = $1 AND used_at IS NULL AND expires_at > now() AND (binding_hash IS NULL OR binding_hash = $2)
+       RETURNING code_verifier_enc`,
+      [stateHash, sha256Hex(binding)],
+    );
+    const row = r.rows[0];
+    if (!row) return this.refusal(stateHash);
+    const verifier = this.deps.cipher.open(row.code_verifier_enc, tokenAad.verifier(stateHash));
+    return { ok: true, authorizeUrl: this.platformUrl(state, verifier) };
   }
 
   /** Handles the platform's redirect back to /oauth/callback. */
-  async complete(q: CallbackQuery): Promise<CallbackResult> {
+  async complete(q: CallbackQuery, binding?: string): Promise<CallbackResult> {
     const { db, cipher, client, connections, logger } = this.deps;
     const state = typeof q.state === 'string' ? q.state : '';
     if (state === '' || state.length > 512) {
       return { ok: false, status: 400, reason: 'missing_state', message: 'The link has no valid state parameter.' };
     }
     const stateHash = sha256Hex(state);
+    // Only from the browser that opened the connect link; a foreign browser leaves the state unused.
     const claimed = await db.query<{ workspace_id: string; code_verifier_enc: string }>(
-      `UPDATE oauth_states SET used_at = now() WHERE state_hash = $1 AND used_at IS NULL AND expires_at > now()
+      `UPDATE oauth_states SET used_at = now()
+       WHERE state_hash = $1 AND used_at IS NULL AND expires_at > now() AND binding_hash IS NOT NULL AND binding_hash = $2
        RETURNING workspace_id, code_verifier_enc`,
-      [stateHash],
+      [stateHash, binding === undefined || binding === '' ? '' : sha256Hex(binding)],
     );
     const claim = claimed.rows[0];
     if (!claim) return this.refusal(stateHash);
@@ -172,7 +219,7 @@ export class OAuthFlow {
     if (classify(a).kind !== 'ok') this.deps.logger.warn({ workspace: workspaceId, code: a.code }, 'could not revoke an unused grant');
   }
 
-  private async refusal(stateHash: string): Promise<CallbackResult> {
+  private async refusal(stateHash: string): Promise<Extract<CallbackResult, { ok: false }>> {
     const r = await this.deps.db.query<{ used: boolean; expired: boolean; outcome: string | null }>(
       'SELECT used_at IS NOT NULL AS used, expires_at <= now() AS expired, outcome FROM oauth_states WHERE state_hash = $1',
       [stateHash],
@@ -196,6 +243,15 @@ export class OAuthFlow {
     }
     if (row.used) {
       return { ok: false, status: 400, reason: 'used_state', message: 'This link was already used. Start connecting again if needed.' };
+    }
+    if (!row.expired) {
+      return {
+        ok: false,
+        status: 400,
+        reason: 'other_browser',
+        message:
+          'This connection was started in another browser. Open the connect link (authorize_url) in the browser you finish in, or start connecting again from the workspace settings.',
+      };
     }
     return {
       ok: false,

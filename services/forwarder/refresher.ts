@@ -42,13 +42,18 @@ export interface RefresherDeps {
   /** Longer than a platform call can take: the lease must outlive the call it protects. */
   readonly leaseMs: number;
   readonly backoff: BackoffPolicy;
+  /** Called when a connection parked for unreadable credentials is connected again (wakes the sender). */
+  readonly onRestored?: (workspaceId: string) => void;
 }
 
 const RESEAL_EVERY_MS = 60_000;
+/** How often connections parked for unreadable credentials are tried again (the key may have been fixed). */
+const RESTORE_EVERY_MS = 5_000;
 
 export class TokenRefresher {
   private readonly loop: BackgroundLoop;
   private lastReseal = 0;
+  private lastRestore = 0;
 
   constructor(private readonly deps: RefresherDeps) {
     this.loop = new BackgroundLoop('token-refresher', deps.intervalMs, () => this.tick(), deps.logger);
@@ -69,6 +74,14 @@ export class TokenRefresher {
     await this.deps.revoker.runDue();
     // forwarder_connections is read from the database at scrape time (shared/metrics-scrape.ts).
     const now = Date.now();
+    if (now - this.lastRestore >= RESTORE_EVERY_MS) {
+      this.lastRestore = now;
+      const restored = await this.deps.connections.restoreReadable(100);
+      if (restored.length > 0) {
+        this.deps.logger.info({ workspaces: restored }, 'stored credentials open again: connections restored');
+        for (const ws of restored) this.deps.onRestored?.(ws);
+      }
+    }
     if (now - this.lastReseal >= RESEAL_EVERY_MS) {
       this.lastReseal = now;
       const n = await this.deps.connections.resealStale(100);

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Topics } from '../shared/topics.js';
-import { forwardedConversions } from './metrics.js';
+import { connectionFaults, forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { splitRejected } from './sender.js';
 import { conversion, eventually, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
@@ -260,6 +260,37 @@ describe('ForwardSender', () => {
     await sendAll(ws);
   });
 
+  it('tokens that do not open (wrong CREDENTIALS_KEY): parked with the reason and a metric, no error loop, restored when they open', async () => {
+    const ws = await connected();
+    const cs = Array.from({ length: 2 }, () => conversion(ws));
+    await rig.append(cs);
+    await intake().drain();
+    const sealed = (await rig.db.query<{ access_token_enc: string }>('SELECT access_token_enc FROM connections WHERE workspace_id = $1', [ws])).rows[0]!
+      .access_token_enc;
+    // What a wrong key looks like to the cipher: a ciphertext that fails authentication.
+    const [keyId, body] = sealed.split(':');
+    const tampered = `${keyId}:${Buffer.from(Buffer.from(body!, 'base64').map((b, i) => (i === 20 ? b ^ 1 : b))).toString('base64')}`;
+    await rig.db.query('UPDATE connections SET access_token_enc = $2 WHERE workspace_id = $1', [ws, tampered]);
+    const faults = async () => (await connectionFaults.get()).values.reduce((a, v) => a + v.value, 0);
+    const before = await faults();
+
+    await expect(sender().drain(ws)).resolves.toBeUndefined();
+    const view = await rig.platform.connections.get(ws);
+    expect(view).toMatchObject({ status: 'needs_reauth', statusCode: 'credentials_unreadable' });
+    expect(view!.statusReason).toContain('CREDENTIALS_KEY');
+    expect(await faults()).toBe(before + 1);
+    expect(await outboxCount(ws)).toBe(2); // parked, not dropped
+    expect(await rig.platform.connections.sendable('someone', 100, 0, 1)).not.toContain(ws);
+
+    // The right ciphertext back (the right key after a restart): restored, and what waited is sent.
+    await rig.db.query('UPDATE connections SET access_token_enc = $2 WHERE workspace_id = $1', [ws, sealed]);
+    expect(await rig.platform.connections.restoreReadable(100)).toContain(ws);
+    expect(await rig.platform.connections.get(ws)).toMatchObject({ status: 'connected', statusCode: null, statusReason: null });
+    await sendAll(ws);
+    expect(await outboxCount(ws)).toBe(0);
+    expect((await receivedIds(cs.map((c) => c.event_id))).length).toBe(2);
+  });
+
   it('the loops forward on their own', async () => {
     const ws = await connected();
     const cs = [conversion(ws), conversion(ws)];
@@ -273,4 +304,5 @@ describe('ForwardSender', () => {
       await sender().stop();
     }
   });
+
 });

@@ -109,12 +109,33 @@ export class ForwardSender {
       if (this.inflight.size >= this.deps.options.concurrency) break;
       if (this.inflight.has(ws)) continue;
       const drain = this.drain(ws)
-        .catch((err: unknown) => this.deps.logger.error({ err, workspace: ws }, 'sending failed; will retry'))
-        .finally(() => {
+        .then(
+          () => true,
+          async (err: unknown) => {
+            // An unexpected failure (a database error, a bug) backs this connection off like a retryable answer:
+            // it is not picked again at once, and the loop is not woken for it.
+            const delay = await this.backOffAfterError(ws);
+            this.deps.logger.error({ err, workspace: ws, retry_in_ms: delay }, 'sending failed; will retry');
+            return false;
+          },
+        )
+        .then((ok) => {
           this.inflight.delete(ws);
-          if (!this.stopping) this.loop.wake();
+          if (ok && !this.stopping) this.loop.wake();
         });
       this.inflight.set(ws, drain);
+    }
+  }
+
+  /** Backs a connection off after an unexpected error; the delay, or null when even that failed. */
+  private async backOffAfterError(workspaceId: string): Promise<number | null> {
+    try {
+      const failures = await this.deps.connections.sendFailures(workspaceId);
+      const delay = Math.max(this.deps.options.backoff.baseMs, retryDelayMs(failures, this.deps.options.backoff));
+      await this.deps.connections.sendBackoffAfterError(workspaceId, delay);
+      return delay;
+    } catch {
+      return null; // the database is down too: the loop's own backoff paces the next attempt
     }
   }
 

@@ -4,6 +4,7 @@ import type { EventLogProducer } from '../stream/log.js';
 import type { ApiKeyVerifier } from './auth/api-key-verifier.js';
 import { registerIngestAuth } from './auth/hook.js';
 import { registerDeadline } from './deadline.js';
+import { registerOverloadShedding, type OverloadLimits } from './overload.js';
 import type { WorkspaceRateLimiter } from './rate-limit.js';
 import { eventsRoute } from './routes/v1/events.js';
 import { sgtmRoute } from './routes/v1/sgtm.js';
@@ -15,11 +16,14 @@ export interface GatewayDeps {
   readonly limiter: WorkspaceRateLimiter;
   /** Label for metrics: `embedded` or `kafka`. */
   readonly runtime: string;
+  /** Overload shedding limits (config: GATEWAY_MAX_*). */
+  readonly overload: OverloadLimits;
 }
 
 export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   // Ingestion takes JSON only: without the text/plain parser, any other Content-Type is a 415.
   app.removeContentTypeParser('text/plain');
+  await registerOverloadShedding(app, deps.overload);
   registerDeadline(app, LIMITS.requestDeadlineMs);
   registerIngestAuth(app, deps.verifier, deps.limiter);
   eventsRoute(app, deps);

@@ -1,8 +1,15 @@
 /**
- * The spec's 1.5 s request deadline, measured from the moment the request's headers arrived. A body still
- * streaming at the deadline is cut off (408, nothing accepted); a handler uses the same deadline for the log
- * append, past which it answers 503 and the log drops the events unwritten.
+ * The spec's 1.5 s request deadline, measured from the request's first byte (issue 14: not from `onRequest`,
+ * which under load runs long after the bytes arrived). The first byte is when Node's HTTP parser began the
+ * message (llhttp's on-message-begin, per request, also on keep-alive sockets); where that hook is unavailable,
+ * `onRequest` is the fallback.
+ * At the deadline, one timer decides what the client gets:
+ * - the body has not fully arrived: 408 (a slow body), the connection closes after the answer;
+ * - otherwise (a slow key lookup, a busy store): 503 with Retry-After, unless the events are already being
+ *   appended: then the log decides (it drops an append whose deadline passed before its commit started).
  */
+import type { IncomingMessage } from 'node:http';
+import type { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { NotDurableError } from '../stream/log.js';
@@ -20,49 +27,78 @@ declare module 'fastify' {
   }
 }
 
+const FIRST_BYTE = Symbol('firstByteAt');
+type TimedSocket = Socket & { [FIRST_BYTE]?: number; parser?: Record<PropertyKey, unknown> & { constructor: { kOnMessageBegin?: number } } };
+
+/** Records, per socket, the epoch ms at which the parser began the current request. */
+function trackFirstByte(app: FastifyInstance): void {
+  const server = app.server;
+  if ((server as unknown as Record<symbol, boolean>)[FIRST_BYTE]) return;
+  (server as unknown as Record<symbol, boolean>)[FIRST_BYTE] = true;
+  server.on('connection', (socket: TimedSocket) => {
+    const parser = socket.parser;
+    const slot = parser?.constructor.kOnMessageBegin;
+    if (parser === undefined || typeof slot !== 'number') return;
+    const previous = parser[slot];
+    parser[slot] = function onMessageBegin(this: unknown, ...args: unknown[]) {
+      socket[FIRST_BYTE] = Date.now();
+      return typeof previous === 'function' ? (previous as (...a: unknown[]) => unknown).apply(this, args) : undefined;
+    };
+  });
+}
+
+/** When the request's first byte arrived (epoch ms), or `fallback`. */
+export function firstByteAt(raw: IncomingMessage, fallback: number): number {
+  const at = (raw.socket as TimedSocket | null)?.[FIRST_BYTE];
+  return at !== undefined && at <= fallback && fallback - at < 60_000 ? at : fallback;
+}
+
 export function registerDeadline(app: FastifyInstance, budgetMs: number): void {
+  trackFirstByte(app);
   app.decorateRequest('deadline', 0);
   app.decorateRequest('appending', false);
   const timers = new WeakMap<object, NodeJS.Timeout>();
-  const bodyTimers = new WeakMap<object, NodeJS.Timeout>();
+  const bodies = new WeakMap<object, PassThrough>();
+
   app.addHook('onRequest', async (request, reply) => {
-    request.deadline = Date.now() + budgetMs;
-    // Whatever holds a request up (a slow key lookup, a busy store), it is answered within the deadline.
+    const now = Date.now();
+    request.deadline = firstByteAt(request.raw, now) + budgetMs;
+    if (now >= request.deadline) {
+      // The request line and headers alone took the whole budget.
+      throw new IngestError('timeout', `the request did not arrive within ${budgetMs} ms of its first byte`, { Connection: 'close' });
+    }
     const timer = setTimeout(() => {
-      if (!reply.sent && !request.appending) {
-        reply.send(new NotDurableError(`the request could not be completed within ${budgetMs} ms`));
+      if (reply.sent || request.appending) return;
+      if (!request.raw.complete) {
+        const slow = new IngestError('timeout', `the request body did not arrive within ${budgetMs} ms of its first byte`, { Connection: 'close' });
+        const body = bodies.get(request);
+        // While the parser waits for the body, failing its stream lets it answer; before that, answer here.
+        if (body && !body.destroyed) {
+          request.raw.unpipe(body);
+          body.destroy(slow);
+        } else reply.send(slow);
+        return;
       }
-    }, budgetMs);
+      reply.send(new NotDurableError(`the request could not be completed within ${budgetMs} ms`));
+    }, Math.max(0, request.deadline - Date.now()));
     timers.set(request, timer);
   });
   app.addHook('onResponse', async (request) => {
     clearTimeout(timers.get(request));
-    clearTimeout(bodyTimers.get(request));
+  });
+  app.addHook('onRequestAbort', async (request) => {
+    clearTimeout(timers.get(request));
   });
   app.addHook('preParsing', async (request, _reply, payload) => {
-    const remaining = request.deadline - Date.now();
     const guarded = new PassThrough() as PassThrough & { receivedEncodedLength?: number };
     guarded.receivedEncodedLength = 0;
-    const timer = setTimeout(() => {
-      // The socket stays open for the answer; `Connection: close` ends it once the 408 is written.
-      payload.unpipe(guarded);
-      guarded.destroy(
-        new IngestError('timeout', `the request body did not arrive within ${budgetMs} ms`, { Connection: 'close' }),
-      );
-    }, Math.max(0, remaining));
     payload.on('data', (chunk: Buffer) => {
       guarded.receivedEncodedLength! += chunk.length;
     });
-    payload.on('end', () => clearTimeout(timer));
-    payload.on('error', (err) => {
-      clearTimeout(timer);
-      guarded.destroy(err);
-    });
+    payload.on('error', (err) => guarded.destroy(err));
     // Errors after the answer went out (e.g. a 413 decided from Content-Length) have nobody to report to.
     guarded.on('error', () => undefined);
-    bodyTimers.set(request, timer);
-    guarded.on('end', () => clearTimeout(timer));
-    guarded.on('close', () => clearTimeout(timer));
+    bodies.set(request, guarded);
     payload.pipe(guarded);
     return guarded;
   });

@@ -5,8 +5,10 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { eventsIngested, eventsInBody } from '../shared/metrics.js';
+import { newRequestId } from '../shared/ids.js';
 import { NotDurableError } from '../stream/log.js';
 import { IngestError, PROBLEMS, problemDocument, type ProblemKey } from './problems.js';
+import { LIMITS } from './validation/limits.js';
 
 export type ErrorVariant = 'problem' | 'sgtm';
 
@@ -31,7 +33,11 @@ export function classify(err: unknown): { key: ProblemKey; detail: string; heade
   const fe = err as Partial<FastifyError>;
   switch (fe.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return { key: 'tooLarge', detail: `the body exceeds the limit of ${1024 * 1024} bytes`, headers: { Connection: 'close' } };
+      return { key: 'tooLarge', detail: `the body exceeds the limit of ${LIMITS.maxBodyBytes} bytes`, headers: {} };
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return { key: 'uriTooLong', detail: 'a path segment is longer than 100 characters', headers: {} };
+    case 'FST_ERR_BAD_URL':
+      return { key: 'validation', detail: 'the URL is not valid (bad percent-encoding)', headers: {} };
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_TYPE':
       return { key: 'mediaType', detail: 'Content-Type must be application/json', headers: {} };
@@ -62,6 +68,11 @@ export function sendError(
 ): FastifyReply {
   const { key, detail, headers } = classify(err);
   const p = PROBLEMS[key];
+  if (key === 'tooLarge') {
+    // Fastify asks to close after a body error; the drain below reads the rest instead (bounded).
+    reply.removeHeader('connection');
+    drainRejectedBody(request);
+  }
   if (p.status >= 500) request.log.error({ err }, 'request failed');
   const ingest = request.routeOptions.config?.ingest;
   if (ingest) eventsIngested.inc({ endpoint: ingest, outcome: 'rejected', reason: p.slug }, eventsInBody(request.body));
@@ -72,8 +83,59 @@ export function sendError(
   return reply.type('application/problem+json').send(problemDocument(publicBaseUrl, key, detail, request.id));
 }
 
+/**
+ * After a 413 the rest of the body is still on its way. Closing the socket then would reset it, and a client that
+ * writes its whole body before reading (most do) would see ECONNRESET, not the 413. So the rest is read and
+ * discarded, up to LIMITS.maxDrainBytes; past that the connection is closed.
+ */
+function drainRejectedBody(request: FastifyRequest): void {
+  const raw = request.raw;
+  if (raw.readableEnded || raw.destroyed) return;
+  raw.unpipe();
+  let seen = 0;
+  raw.on('data', (chunk: Buffer) => {
+    seen += chunk.length;
+    if (seen > LIMITS.maxDrainBytes) raw.socket?.destroy();
+  });
+  raw.on('error', () => undefined);
+  raw.resume();
+}
+
+/**
+ * Errors Node's HTTP parser meets before a request exists (headers over 16 KiB, a malformed request line): a
+ * problem document written to the socket, then the connection ends.
+ */
+export function clientErrorHandler(publicBaseUrl: string): (err: NodeJS.ErrnoException, socket: import('node:net').Socket) => void {
+  return (err, socket) => {
+    if (err.code === 'ECONNRESET' || socket.destroyed) return;
+    const key: ProblemKey =
+      err.code === 'HPE_HEADER_OVERFLOW' ? 'headersTooLarge' : err.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 'timeout' : 'badRequest';
+    const p = PROBLEMS[key];
+    const detail =
+      key === 'headersTooLarge'
+        ? 'the request line and headers exceed 16 KiB'
+        : key === 'timeout'
+          ? 'the request did not arrive in time'
+          : 'the request is not valid HTTP/1.1';
+    const body = JSON.stringify(problemDocument(publicBaseUrl, key, detail, newRequestId()));
+    if (socket.writable) {
+      socket.write(
+        `HTTP/1.1 ${p.status} ${p.sgtmError}\r\nContent-Type: application/problem+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+      );
+    }
+    socket.end();
+    socket.destroySoon();
+  };
+}
+
 export function registerErrorHandling(app: FastifyInstance, publicBaseUrl: string): void {
   app.setErrorHandler((err, request, reply) => sendError(request, reply, err, publicBaseUrl));
+  // Long URLs: 414 as a problem document (a path segment over 100 characters is the router's own 414).
+  app.addHook('onRequest', async (request) => {
+    if (request.url.length > LIMITS.maxUrlChars) {
+      throw new IngestError('uriTooLong', `the URL has ${request.url.length} characters; at most ${LIMITS.maxUrlChars} are allowed`);
+    }
+  });
   app.setNotFoundHandler((request, reply) =>
     sendError(request, reply, new IngestError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`), publicBaseUrl),
   );

@@ -29,6 +29,14 @@ const table = {
     sgtmError: 'Invalid request format',
     description: 'The body could not be parsed as JSON. Send a JSON array with `Content-Type: application/json`.',
   },
+  unsupportedJsonValue: {
+    slug: 'unsupported-json-value',
+    status: 400,
+    title: 'Body holds a value the service cannot accept',
+    sgtmError: 'Invalid request format',
+    description:
+      'The body is JSON but holds something the service cannot store or forward, named in `detail` with its line and column: a string with `\\u0000` or a lone surrogate (strings must be valid Unicode without U+0000), a number out of the 64-bit float range (e.g. `1e400`) or longer than 100 characters, or arrays and objects nested more than 32 levels deep. The rules are I-JSON (RFC 7493). Nothing of the request was accepted.',
+  },
   apiVersion: {
     slug: 'unsupported-api-version',
     status: 400,
@@ -84,6 +92,27 @@ const table = {
     description:
       "The workspace's plan allows a number of requests per second with a burst; wait for the seconds in `Retry-After` and try again. The `RateLimit-*` headers show the limit and what remains.",
   },
+  uriTooLong: {
+    slug: 'uri-too-long',
+    status: 414,
+    title: 'Request URL is too long',
+    sgtmError: 'URI Too Long',
+    description: 'The URL (path and query) exceeds 8 KiB, or one path segment exceeds 100 characters. Send data in the body, not the URL.',
+  },
+  headersTooLarge: {
+    slug: 'request-headers-too-large',
+    status: 431,
+    title: 'Request headers are too large',
+    sgtmError: 'Request Header Fields Too Large',
+    description: 'The request line and headers together exceed 16 KiB. Send fewer or shorter headers (cookies are a common cause).',
+  },
+  badRequest: {
+    slug: 'bad-request',
+    status: 400,
+    title: 'The request is not valid HTTP',
+    sgtmError: 'Bad Request',
+    description: 'The request could not be read as HTTP/1.1 (e.g. a malformed request line or header). The connection was closed.',
+  },
   timeout: {
     slug: 'request-timeout',
     status: 408,
@@ -99,6 +128,14 @@ const table = {
     sgtmError: 'Service Unavailable',
     description:
       'The service could not make the events durable within its 1.5 s deadline. Nothing of this request was accepted; retry after `Retry-After` seconds with the same idempotency keys.',
+  },
+  overloaded: {
+    slug: 'overloaded',
+    status: 503,
+    title: 'Service is overloaded',
+    sgtmError: 'Service Unavailable',
+    description:
+      'This instance is at its limit (requests in progress, or event-loop delay) and answered at once rather than late. Nothing of the request was accepted; retry after `Retry-After` seconds with the same idempotency keys, ideally with backoff and jitter.',
   },
   internal: {
     slug: 'internal-error',

@@ -3,6 +3,7 @@
  * start; a bad value fails the start with one line naming the variable (see ConfigError).
  */
 import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ServiceError } from './errors.js';
 
@@ -25,25 +26,47 @@ export const DEFAULT_PLAN_LIMITS: Readonly<Record<string, PlanLimit>> = {
 };
 
 const port = z.coerce.number().int().min(0).max(65535);
-const url = z.string().url();
 
-const planLimitsSchema = z.record(
-  z.string().min(1),
-  z.object({ rps: z.number().positive(), burst: z.number().int().min(1) }).strict(),
-);
+/** An http(s) URL (no other scheme: `javascript:`, `file:` … are refused), without credentials or fragment. */
+const url = z.string().refine((v) => {
+  let u: URL;
+  try {
+    u = new URL(v);
+  } catch {
+    return false;
+  }
+  return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && u.username === '' && u.password === '' && u.hash === '';
+}, 'must be an http:// or https:// URL (no user, password or #fragment)');
+
+/** A base URL: an http(s) URL without a query either (paths are appended to it). */
+const baseUrl = url.refine((v) => !v.includes('?'), 'must not have a ?query');
+
+/** Standard base64 of exactly 32 bytes, nothing else (Buffer.from would skip junk characters silently). */
+const BASE64_32 = /^[A-Za-z0-9+/]{43}=$/;
+const key32 = z.string().regex(BASE64_32, 'must be base64 of exactly 32 bytes (44 characters ending in =)');
+
+/** An IP address or a DNS name to listen on. */
+const host = z.string().refine((v) => {
+  if (isIP(v) !== 0) return true;
+  return v.length <= 253 && /^(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*$/.test(v);
+}, 'must be an IP address or a host name');
+
+const planLimitsSchema = z
+  .record(
+    z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'plan names must be lowercase letters, digits, _ or - (at most 64)'),
+    z.object({ rps: z.number().positive().max(1e6), burst: z.number().int().min(1).max(1e7) }).strict(),
+  )
+  .refine((plans) => Object.keys(plans).length > 0, 'must name at least one plan');
 
 const envSchema = z.object({
   PORT: port.default(8080),
-  HOST: z.string().min(1).default('0.0.0.0'),
+  HOST: host.default('0.0.0.0'),
   DATA_DIR: z.string().min(1).default('./data'),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
-  PUBLIC_BASE_URL: url.optional(),
-  CREDENTIALS_KEY: z
-    .string()
-    .refine((v) => Buffer.from(v, 'base64').length === 32, 'must be base64 of exactly 32 bytes')
-    .optional(),
+  PUBLIC_BASE_URL: baseUrl.optional(),
+  CREDENTIALS_KEY: key32.optional(),
   CREDENTIALS_KEY_ID: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/).default('k1'),
-  PLATFORM_API_BASE: url.default('https://business-api.tiktok.com/open_api/v1.3'),
+  PLATFORM_API_BASE: baseUrl.default('https://business-api.tiktok.com/open_api/v1.3'),
   PLATFORM_AUTH_URL: url.default('https://business-api.tiktok.com/portal/auth'),
   PLATFORM_APP_ID: z.string().min(1).optional(),
   PLATFORM_APP_SECRET: z.string().min(1).optional(),
@@ -80,8 +103,8 @@ const envSchema = z.object({
     .string()
     .regex(/^[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+(,[A-Za-z0-9_-]{1,32}:[A-Za-z0-9+/=]+)*$/, 'must be id:base64[,id:base64…]')
     .refine(
-      (v) => v.split(',').every((pair) => Buffer.from(pair.slice(pair.indexOf(':') + 1), 'base64').length === 32),
-      'every key must be base64 of exactly 32 bytes',
+      (v) => v.split(',').every((pair) => BASE64_32.test(pair.slice(pair.indexOf(':') + 1))),
+      'every key must be base64 of exactly 32 bytes (44 characters ending in =)',
     )
     .optional(),
   /** Forwarder and token refresher tuning (docs/platform.md). */
@@ -94,6 +117,10 @@ const envSchema = z.object({
   FORWARDER_LEDGER_RETENTION_HOURS: z.coerce.number().min(48, 'must be at least 48 (the platform dedups for 48 h)').default(7 * 24),
   FORWARDER_PARK_MAX_HOURS: z.coerce.number().positive().default(7 * 24),
   REFRESH_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  /** Overload shedding of the ingestion routes (docs/operations.md, "Overload and limits"). */
+  GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
+  GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
+  GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
 });
 
 export type RawEnv = z.input<typeof envSchema>;
@@ -132,6 +159,7 @@ export interface Config {
   readonly dedupeWindowMs: number;
   /** Older credential keys by key id, for reading tokens encrypted before a rotation. */
   readonly previousCredentialsKeys: ReadonlyMap<string, Buffer>;
+  readonly overload: GatewayOverloadConfig;
   readonly forwarder: {
     readonly lingerMs: number;
     readonly batchSize: number;
@@ -143,6 +171,15 @@ export interface Config {
     readonly parkMaxAgeMs: number;
     readonly refreshIntervalMs: number;
   };
+}
+
+export interface GatewayOverloadConfig {
+  /** Ingestion requests in progress per process; one more is shed with 503. */
+  readonly maxInFlight: number;
+  /** Event-loop delay (ms) past which new ingestion requests are shed; 0: not checked. */
+  readonly maxEventLoopDelayMs: number;
+  /** Event-loop utilisation (0..1) past which new ingestion requests are shed; 0: not checked. */
+  readonly maxEventLoopUtilization: number;
 }
 
 export class ConfigError extends ServiceError {
@@ -159,7 +196,10 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (!parsed.success) {
     const issue = parsed.error.issues[0]!;
     const variable = String(issue.path[0] ?? 'environment');
-    throw new ConfigError(variable, issue.message.replace(/^Invalid input: /, ''));
+    const inner = issue.path.slice(1).map(String).join('.');
+    // One line, whatever the schema said (zod messages may hold newlines).
+    const message = issue.message.replace(/^Invalid input: /, '').replace(/\s+/g, ' ').slice(0, 300);
+    throw new ConfigError(variable, inner === '' ? message : `${inner}: ${message}`);
   }
   const e = parsed.data;
   if (e.KAFKA_BROKERS && !e.SCHEMA_REGISTRY_URL) {
@@ -208,6 +248,11 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         return [pair.slice(0, i), Buffer.from(pair.slice(i + 1), 'base64')] as const;
       }),
     ),
+    overload: {
+      maxInFlight: e.GATEWAY_MAX_IN_FLIGHT,
+      maxEventLoopDelayMs: e.GATEWAY_MAX_EVENT_LOOP_DELAY_MS,
+      maxEventLoopUtilization: e.GATEWAY_MAX_EVENT_LOOP_UTILIZATION,
+    },
     forwarder: {
       lingerMs: e.FORWARDER_LINGER_MS,
       batchSize: e.FORWARDER_BATCH_SIZE,

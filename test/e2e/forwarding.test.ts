@@ -20,6 +20,7 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { registry } from '../../services/shared/metrics.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { newBrowser } from '../helpers/browser.js';
 import { freePort } from '../helpers/ports.js';
 
 const ADMIN = 'forwarding-e2e-admin-token';
@@ -51,6 +52,7 @@ beforeAll(async () => {
     FORWARDER_REQUEST_TIMEOUT_MS: '3000',
     REFRESH_INTERVAL_MS: '100',
     LOG_LEVEL: 'silent',
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
   });
   service = await startService(config, silentLogger, { inMemoryDb: true });
   await service.app.listen({ port, host: '127.0.0.1' });
@@ -68,11 +70,11 @@ afterEach(async () => {
 async function connectOverHttp(ws: string): Promise<{ status: number; page: string; callbackUrl: string }> {
   const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
   expect(started.status).toBe(200);
-  const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-  expect(consent.status).toBe(302);
-  const callbackUrl = consent.headers.get('location')!;
+  expect(started.body.authorize_url.startsWith(`${url}/oauth/start?`)).toBe(true);
+  // A browser: the start link sets the binding cookie, the platform sends it back to our callback.
+  const page = await newBrowser().open(started.body.authorize_url);
+  const callbackUrl = page.finalUrl;
   expect(callbackUrl.startsWith(`${url}/oauth/callback?`)).toBe(true);
-  const page = await fetch(callbackUrl);
   return { status: page.status, page: await page.text(), callbackUrl };
 }
 async function append(cs: readonly ConversionReady[]): Promise<void> {

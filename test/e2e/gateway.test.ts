@@ -4,6 +4,9 @@
  * graceful shutdown, and a bad configuration.
  */
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openPglite } from '../../services/shared/db/pglite.js';
@@ -112,19 +115,48 @@ describe('a new user on the embedded default', () => {
 });
 
 describe('configuration errors', () => {
+  const start = (env: Record<string, string>) =>
+    spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js')], {
+      env: { PATH: process.env.PATH, DATA_DIR: mkdtempSync(join(tmpdir(), 'cfg-')), LOG_LEVEL: 'silent', ...env },
+      encoding: 'utf8',
+      timeout: 30_000,
+    });
+  const expectOneLine = (r: ReturnType<typeof start>, variable: string) => {
+    expect(r.status, r.stderr).toBe(1);
+    const lines = r.stderr.trim().split('\n');
+    expect(lines, r.stderr).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^invalid configuration: ${variable} `));
+  };
+
   it.each([
     ['PORT', { PORT: 'eighty' }],
     ['SERVICE_ROLE', { SERVICE_ROLE: 'everything' }],
     ['CREDENTIALS_KEY', { CREDENTIALS_KEY: 'c2hvcnQ=' }],
-  ])('a bad %s fails the start with one line naming it', (variable, env) => {
-    const r = spawnSync(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js')], {
-      env: { PATH: process.env.PATH, ...env },
-      encoding: 'utf8',
-      timeout: 20_000,
-    });
-    expect(r.status).toBe(2);
-    const lines = r.stderr.trim().split('\n');
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(new RegExp(`^invalid configuration: ${variable} `));
+    ['PLAN_LIMITS', { PLAN_LIMITS: '{}' }],
+    ['CREDENTIALS_KEY', { CREDENTIALS_KEY: `junk${Buffer.alloc(32, 3).toString('base64')}` }],
+    ['PUBLIC_BASE_URL', { PUBLIC_BASE_URL: 'javascript:alert(1)' }],
+    ['HOST', { HOST: 'not a host' }],
+  ])('a bad %s fails the start with one line naming it, exit code 1', (variable, env) => {
+    expectOneLine(start(env), variable);
+  });
+
+  it('a PORT in use: one line, exit code 1', async () => {
+    const taken = createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    const port = (taken.address() as AddressInfo).port;
+    try {
+      const r = start({ PORT: String(port), HOST: '127.0.0.1', METRICS_PORT: '0' });
+      expectOneLine(r, 'PORT');
+      expect(r.stderr).toContain('already in use');
+    } finally {
+      taken.close();
+    }
+  });
+
+  it('a HOST that is not this machine: one line, exit code 1', () => {
+    const r = start({ HOST: '192.0.2.1', PORT: '0', METRICS_PORT: '0' });
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(/^invalid configuration: HOST 192\.0\.2\.1 /);
   });
 });

@@ -145,8 +145,10 @@ export async function startRig(
       return id;
     },
     async connect(workspaceId) {
-      const { authorizeUrl } = await platform.flow.start(workspaceId);
-      return platform.flow.complete(await authorizeInSandbox(authorizeUrl));
+      // The rig is the browser: it starts the flow bound to itself and completes it with the same binding.
+      const binding = 'rig-browser';
+      const { authorizeUrl } = await platform.flow.start(workspaceId, { binding });
+      return platform.flow.complete(await authorizeInSandbox(authorizeUrl), binding);
     },
     async append(conversions) {
       await log.append(

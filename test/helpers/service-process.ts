@@ -45,6 +45,8 @@ export async function startServiceProcess(opts: StartOptions = {}): Promise<Serv
     DATA_DIR: dataDir,
     ADMIN_TOKEN: TEST_ADMIN_TOKEN,
     LOG_LEVEL: 'warn',
+    // Event-loop shedding off unless a test asks for it (see test/helpers/in-process.ts).
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
     ...opts.env,
   };
   const child = spawn(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'compose', 'main.js')], {

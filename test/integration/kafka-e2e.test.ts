@@ -17,6 +17,7 @@ import { allGranted, serverEvent, sha256, webEvent } from '../helpers/factories.
 import { freshDatabase, infraEnv, kafkaKit, tally, uniqueId, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
 import { killAll, startKafkaService } from './fixtures/processes.js';
+import { newBrowser } from '../helpers/browser.js';
 
 let kit: KafkaKit;
 let database: Awaited<ReturnType<typeof freshDatabase>>;
@@ -94,8 +95,7 @@ describe('HTTP in, the platform sandbox out, on Kafka', () => {
     expect(setup.status).toBe(200);
     // Connect the ad account through the sandbox's authorize page and our OAuth callback (on s1).
     const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-    const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-    expect((await fetch(consent.headers.get('location')!)).status).toBe(200);
+    expect((await newBrowser().open(started.body.authorize_url)).status).toBe(200);
 
     // The identity graph on Kafka: a page view with a click id, then a server purchase of the same user.
     expect(await post(s1, key, [webEvent({

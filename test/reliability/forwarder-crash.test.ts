@@ -13,6 +13,7 @@ import { openPglite } from '../../services/shared/db/pglite.js';
 import { EmbeddedLog } from '../../services/stream/embedded/log.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
+import { newBrowser } from '../helpers/browser.js';
 import { REPO_ROOT, TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
 
 const TOTAL = 400;
@@ -59,15 +60,13 @@ async function withStore<T>(dataDir: string, fn: (db: Awaited<ReturnType<typeof 
 }
 
 describe('forwarder: kill -9 mid-batch', () => {
-  it('loses nothing and never resends a recorded event_id', async () => {
+  it('loses nothing and never resends a recorded event_id', { timeout: 180_000 }, async () => {
     // 1. Connect a workspace through the real service, then stop it.
     const first = await start();
     const admin = adminClient(first.url, TEST_ADMIN_TOKEN);
     const ws = (await admin.createWorkspace('crash')).id;
     const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-    const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-    const callback = new URL(consent.headers.get('location')!);
-    const page = await fetch(`${first.url}${callback.pathname}${callback.search}`);
+    const page = await newBrowser().open(started.body.authorize_url);
     expect(page.status).toBe(200);
     expect(await first.stop()).toBe(0);
     const dataDir = first.dataDir;
@@ -105,7 +104,11 @@ describe('forwarder: kill -9 mid-batch', () => {
       const got = new Set((await receivedBySandbox(sandbox)).map((e) => e.event_id));
       return ids.every((id) => got.has(id));
     }, 60_000);
-    await new Promise((r) => setTimeout(r, 300));
+    // Wait for the ledger to catch up with what the platform acknowledged, instead of a fixed pause.
+    await eventually('the outbox drained', async () => {
+      const r = await fetch(third.metricsUrl);
+      return /^forwarder_outbox_records\{state="pending"\} 0$/m.test(await r.text());
+    }, 30_000);
     expect(await third.stop()).toBe(0);
 
     const received = await receivedBySandbox(sandbox);
@@ -119,6 +122,8 @@ describe('forwarder: kill -9 mid-batch', () => {
     const repeated = [...counts.entries()].filter(([, n]) => n > 1);
     expect(repeated.length).toBeLessThanOrEqual(BATCH);
     expect(repeated.every(([, n]) => n === 2)).toBe(true);
+    // ... and only conversions the ledger had not recorded at the kill (the batch that was on the wire).
+    expect(repeated.every(([id]) => !recorded.has(id))).toBe(true);
     expect(new Set(received.map((e) => e.event_id))).toEqual(new Set(ids));
     const final = await withStore(dataDir, async (db) => ({
       sent: (await db.query<{ n: unknown }>('SELECT count(*) AS n FROM forward_sent WHERE workspace_id = $1', [ws])).rows[0]!.n,

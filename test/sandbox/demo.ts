@@ -84,10 +84,15 @@ async function main(): Promise<number> {
 
     const { authorize_url: authorizeUrl } = await admin('POST', `/admin/v1/workspaces/${ws.id}/connection`);
     say(`4. connect          ${authorizeUrl.split('?')[0]}?…`);
-    const consent = await fetch(authorizeUrl, { redirect: 'manual' });
+    // As a browser does: the start link binds the flow to this "browser" (a cookie), then the platform's page.
+    const opened = await fetch(authorizeUrl, { redirect: 'manual' });
+    const platformPage = opened.headers.get('location');
+    if (opened.status !== 302 || !platformPage) throw new Error(`the connect link answered ${opened.status}`);
+    const cookie = opened.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+    const consent = await fetch(platformPage, { redirect: 'manual' });
     const callback = consent.headers.get('location');
     if (consent.status !== 302 || !callback) throw new Error(`the authorize page answered ${consent.status}`);
-    const page = await fetch(callback);
+    const page = await fetch(callback, { headers: { cookie } });
     const title = /<h1>([^<]*)<\/h1>/.exec(await page.text())?.[1] ?? `HTTP ${page.status}`;
     const conn = await admin('GET', `/admin/v1/workspaces/${ws.id}/connection`);
     say(`   callback page    "${title}"`);

@@ -58,7 +58,8 @@ export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps
       await requireWorkspace(request.params.ws);
       try {
         const started = await deps.flow.start(request.params.ws);
-        return { authorize_url: started.authorizeUrl, redirect_uri: deps.flow.redirectUri, expires_at: started.expiresAt.toISOString() };
+        // The service's own link: opening it binds the flow to that browser, then redirects to the platform.
+        return { authorize_url: started.startUrl, redirect_uri: deps.flow.redirectUri, expires_at: started.expiresAt.toISOString() };
       } catch (err) {
         if (!(err instanceof PlatformNotConfiguredError)) throw err;
         return sendConnectionProblem(request, reply, deps.publicBaseUrl, CONNECTION_PROBLEMS.notConfigured, err.message);

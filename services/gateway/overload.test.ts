@@ -1,0 +1,162 @@
+/**
+ * Issue 14, finding 4: overload is shed inside the deadline, the deadline runs from the first byte, and a slow
+ * body gets 408. Real sockets against the in-process app (real store and log).
+ */
+import { connect, type Socket } from 'node:net';
+import { afterAll, describe, expect, it } from 'vitest';
+import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
+import { buildTestApp, type TestApp } from '../../test/helpers/in-process.js';
+
+// One app per configuration, shared by the tests that use it (building one takes seconds on a loaded machine).
+const apps = new Map<string, Promise<{ t: TestApp; base: URL; key: string }>>();
+afterAll(async () => {
+  for (const a of apps.values()) await (await a).t.close();
+});
+
+async function start(env: Record<string, string> = {}): Promise<{ base: URL; key: string }> {
+  const id = JSON.stringify(env);
+  if (!apps.has(id)) {
+    apps.set(
+      id,
+      (async () => {
+        const t = await buildTestApp(env);
+        const { key } = await t.workspaceWithKey();
+        const base = new URL(await t.app.listen({ port: 0, host: '127.0.0.1' }));
+        return { t, base, key };
+      })(),
+    );
+  }
+  return apps.get(id)!;
+}
+
+interface RawAnswer {
+  status: number;
+  headers: string;
+  body: string;
+  /** ms from the first byte written to the answer's arrival. */
+  tookMs: number;
+}
+
+/**
+ * A hand-driven HTTP/1.1 client: writes `head` (and `firstBody`) at once, the rest of the body only when told.
+ * Resolves with the first answer on the socket.
+ */
+function rawRequest(base: URL, path: string, key: string, body: string, opts: { holdBodyAfter?: number; delayHeadMs?: number } = {}) {
+  const socket: Socket = connect(Number(base.port), base.hostname);
+  const head =
+    `POST ${path} HTTP/1.1\r\nHost: ${base.host}\r\nAuthorization: Bearer ${key}\r\n` +
+    `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n`;
+  const started = performance.now();
+  const answer = new Promise<RawAnswer>((resolve, reject) => {
+    let raw = '';
+    socket.setEncoding('utf8');
+    socket.on('data', (d: string) => {
+      raw += d;
+      const end = raw.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const headers = raw.slice(0, end);
+      const length = Number(/content-length: (\d+)/i.exec(headers)?.[1] ?? 0);
+      if (raw.length - end - 4 < length) return;
+      resolve({ status: Number(headers.split(' ')[1]), headers, body: raw.slice(end + 4, end + 4 + length), tookMs: performance.now() - started });
+      socket.end();
+    });
+    socket.on('error', reject);
+  });
+  const hold = opts.holdBodyAfter ?? body.length;
+  socket.once('connect', () => {
+    if (opts.delayHeadMs) {
+      socket.write(head.slice(0, 1));
+      setTimeout(() => socket.write(head.slice(1) + body), opts.delayHeadMs);
+    } else socket.write(head + body.slice(0, hold));
+  });
+  return { answer, rest: () => socket.write(body.slice(hold)), socket };
+}
+
+const ENDPOINTS = [
+  ['A', '/v1/events', () => JSON.stringify([webEvent()]), 'problem'],
+  ['B', '/v1/sgtm', () => JSON.stringify([sgtmEvent()]), 'sgtm'],
+] as const;
+
+describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
+  it('past GATEWAY_MAX_IN_FLIGHT: a fast 503 with Retry-After in the endpoint format; accepted again once they finish', async () => {
+    const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '2' });
+    const held = [rawRequest(base, path, key, body(), { holdBodyAfter: 5 }), rawRequest(base, path, key, body(), { holdBodyAfter: 5 })];
+    await new Promise((r) => setTimeout(r, 150)); // both are in progress (waiting for their bodies)
+    const shed = await rawRequest(base, path, key, body()).answer;
+    expect(shed.status).toBe(503);
+    expect(shed.tookMs).toBeLessThan(500);
+    expect(shed.headers).toMatch(/\r\nretry-after: 1\r\n/i);
+    const doc = JSON.parse(shed.body);
+    if (format === 'problem') expect(doc.type).toBe('http://ingest.test/problems/overloaded');
+    else expect(doc).toEqual({ error: 'Service Unavailable', message: expect.stringContaining('requests in progress') });
+    for (const h of held) h.rest();
+    for (const h of held) expect((await h.answer).status).toBeLessThan(300);
+    expect((await rawRequest(base, path, key, body()).answer).status).toBeLessThan(300);
+  });
+
+  it('a slow body gets 408 (never 503), every time, answered at the deadline', async () => {
+    const { base, key } = await start();
+    const slow = Array.from({ length: 6 }, () => rawRequest(base, path, key, body(), { holdBodyAfter: 10 }));
+    const answers = await Promise.all(slow.map((s) => s.answer));
+    for (const a of answers) {
+      expect(a.status).toBe(408);
+      expect(a.tookMs).toBeGreaterThan(1_400);
+      expect(a.tookMs).toBeLessThan(3_000);
+      expect(a.headers).toMatch(/\r\nconnection: close\r\n/i);
+      const doc = JSON.parse(a.body);
+      if (format === 'problem') expect(doc.type).toBe('http://ingest.test/problems/request-timeout');
+      else expect(doc.error).toBe('Request Timeout');
+    }
+  });
+
+  it('the deadline runs from the first byte: headers that took the whole budget get 408', async () => {
+    const { base, key } = await start();
+    const late = await rawRequest(base, path, key, body(), { delayHeadMs: 1_700 }).answer;
+    expect(late.status).toBe(408);
+    const quick = await rawRequest(base, path, key, body(), { delayHeadMs: 100 }).answer;
+    expect(quick.status).toBeLessThan(300);
+  });
+});
+
+describe('event-loop pressure (@fastify/under-pressure)', () => {
+  it('sheds ingestion with 503 while the event loop lags, never health or admin, and recovers', async () => {
+    const { base, key } = await start({ GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '5' });
+    let spinning = true;
+    // Keep the event loop lagging: 40 ms of work, then a turn for I/O, again and again.
+    const spin = (async () => {
+      while (spinning) {
+        const until = performance.now() + 40;
+        while (performance.now() < until) {
+          /* busy */
+        }
+        await new Promise((r) => setImmediate(r));
+      }
+    })();
+    await new Promise((r) => setTimeout(r, 400));
+    const shed = await fetch(new URL('/v1/events', base), {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify([webEvent()]),
+    });
+    const health = await fetch(new URL('/healthz', base));
+    spinning = false;
+    await spin;
+    expect(shed.status).toBe(503);
+    expect(shed.headers.get('retry-after')).toBe('1');
+    expect((await shed.json()).type).toBe('http://ingest.test/problems/overloaded');
+    expect(health.status).toBe(200);
+    // Calm again: accepted (the next samples show no lag; a loaded machine may need a few).
+    let status = 0;
+    for (let i = 0; i < 50 && status !== 202; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      status = (
+        await fetch(new URL('/v1/events', base), {
+          method: 'POST',
+          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+          body: JSON.stringify([webEvent()]),
+        })
+      ).status;
+    }
+    expect(status).toBe(202);
+  });
+});

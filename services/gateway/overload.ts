@@ -1,0 +1,77 @@
+/**
+ * Overload shedding for the ingestion routes (issue 14): past what this process can answer within the deadline,
+ * a request gets a fast 503 with `Retry-After` instead of a place in a queue that answers it seconds late.
+ * - Event-loop pressure: @fastify/under-pressure samples the event-loop delay and utilisation; past
+ *   GATEWAY_MAX_EVENT_LOOP_DELAY_MS or GATEWAY_MAX_EVENT_LOOP_UTILIZATION, new ingestion requests are shed.
+ * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests at once per process; one more is
+ *   shed at once (a counter: no library bounds concurrent requests of a Fastify scope).
+ * Shedding runs first in the scope's onRequest chain, before the key lookup and before the body is read, so a
+ * shed request costs almost nothing. Health, metrics and the admin API are outside this scope: never shed.
+ */
+import underPressure from '@fastify/under-pressure';
+import type { FastifyInstance } from 'fastify';
+import { Counter, Gauge } from 'prom-client';
+import { registry } from '../shared/metrics.js';
+import { IngestError } from './problems.js';
+
+export interface OverloadLimits {
+  readonly maxInFlight: number;
+  readonly maxEventLoopDelayMs: number;
+  readonly maxEventLoopUtilization: number;
+}
+
+/** Seconds a shed client should wait: short, the pressure is usually gone quickly. */
+export const SHED_RETRY_AFTER_SECONDS = 1;
+
+export const shedRequests = new Counter({
+  name: 'gateway_shed_requests_total',
+  help: 'Ingestion requests answered 503 at once because the process was overloaded, by reason',
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+export const inFlightRequests = new Gauge({
+  name: 'gateway_in_flight_requests',
+  help: 'Ingestion requests being handled by this process',
+  registers: [registry],
+});
+
+function shed(reason: string, detail: string): IngestError {
+  shedRequests.inc({ reason });
+  return new IngestError('overloaded', detail, { 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) });
+}
+
+export async function registerOverloadShedding(app: FastifyInstance, limits: OverloadLimits): Promise<void> {
+  // First in the scope's onRequest chain: event-loop pressure (the library), then the in-flight bound.
+  await app.register(underPressure, {
+    maxEventLoopDelay: limits.maxEventLoopDelayMs,
+    maxEventLoopUtilization: limits.maxEventLoopUtilization,
+    eventLoopUtilizationMode: 'interval',
+    sampleInterval: 100,
+    pressureHandler: async (_request, _reply, type, value) => {
+      // NOTE: the library reports a delay of Infinity for a window without a single sample (the loop was blocked
+      // all of it, e.g. by start-up work just before the first requests). That is no measurement: let it pass;
+      // the window after a real stall holds its long sample and sheds.
+      if (type === 'eventLoopDelay' && value === Infinity) return;
+      const measured = typeof value === 'number' ? ` (${type} ${Math.round(value * 1000) / 1000})` : '';
+      throw shed(type, `the service is overloaded${measured}; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
+    },
+  });
+  let inFlight = 0;
+  const counted = new WeakSet<object>();
+  app.addHook('onRequest', async (request) => {
+    if (inFlight >= limits.maxInFlight) {
+      throw shed('in_flight', `the service is at its limit of ${limits.maxInFlight} requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
+    }
+    inFlight++;
+    inFlightRequests.set(inFlight);
+    counted.add(request);
+  });
+  const release = async (request: object): Promise<void> => {
+    if (!counted.delete(request)) return;
+    inFlight--;
+    inFlightRequests.set(inFlight);
+  };
+  app.addHook('onResponse', release);
+  app.addHook('onRequestAbort', release);
+}
