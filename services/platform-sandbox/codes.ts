@@ -79,32 +79,12 @@ export const CODE_CLASS: Readonly<Record<number, CodeClass>> = {
 export const EVENT_SOURCES = ['WEB', 'APP', 'OFFLINE', 'CRM'] as const;
 export type EventSource = (typeof EVENT_SOURCES)[number];
 
-/** Standard events of Events API 2.0. */
-export const STANDARD_EVENTS = [
-  'AddPaymentInfo',
-  'AddToCart',
-  'AddToWishlist',
-  'ApplicationApproval',
-  'CompleteRegistration',
-  'Contact',
-  'CustomizeProduct',
-  'Download',
-  'FindLocation',
-  'InitiateCheckout',
-  'Lead',
-  'Purchase',
-  'Schedule',
-  'Search',
-  'StartTrial',
-  'SubmitApplication',
-  'Subscribe',
-  'ViewContent',
-] as const;
+/** Standard events of Events API 2.0, and the legacy names the platform still accepts (one list, shared with the
+ * console, which validates mappings against it). */
+export { STANDARD_PLATFORM_EVENTS as STANDARD_EVENTS, LEGACY_PLATFORM_EVENTS as LEGACY_EVENTS } from '../console/platform-events.js';
+import { PLATFORM_EVENTS } from '../console/platform-events.js';
 
-/** Legacy event names the platform still accepts. */
-export const LEGACY_EVENTS = ['ClickButton', 'CompletePayment', 'PlaceAnOrder', 'SubmitForm'] as const;
-
-export const KNOWN_EVENTS: ReadonlySet<string> = new Set<string>([...STANDARD_EVENTS, ...LEGACY_EVENTS]);
+export const KNOWN_EVENTS: ReadonlySet<string> = new Set<string>(PLATFORM_EVENTS);
 
 export const MAX_RECORDS_PER_BATCH = 1000;
 

@@ -7,6 +7,7 @@ import { IngestError } from '../../gateway/problems.js';
 import type { Db } from '../../shared/db/db.js';
 import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
+import { PLATFORM_EVENTS } from '../platform-events.js';
 
 const text = (max: number) => ({ type: 'string', minLength: 1, maxLength: max, pattern: '\\S' }) as const;
 
@@ -14,7 +15,7 @@ const selectedEvent = {
   type: 'object',
   required: ['name', 'platform_event'],
   additionalProperties: false,
-  properties: { name: text(256), platform_event: text(100) },
+  properties: { name: text(256), platform_event: { type: 'string', enum: [...PLATFORM_EVENTS] } },
 } as const;
 
 const setupBody = {
