@@ -24,6 +24,7 @@ run: build
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
 test: build
 	bash infra/local/redis.sh ensure
+	bash infra/local/chromium.sh ensure
 	npx vitest run
 
 infra-up: build

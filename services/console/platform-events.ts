@@ -27,3 +27,6 @@ export const STANDARD_PLATFORM_EVENTS = [
 export const LEGACY_PLATFORM_EVENTS = ['ClickButton', 'CompletePayment', 'PlaceAnOrder', 'SubmitForm'] as const;
 
 export const PLATFORM_EVENTS: readonly string[] = [...STANDARD_PLATFORM_EVENTS, ...LEGACY_PLATFORM_EVENTS];
+
+/** Where the platform says events come from (the setup's event_source). */
+export const PLATFORM_EVENT_SOURCES = ['WEB', 'APP', 'OFFLINE', 'CRM'] as const;

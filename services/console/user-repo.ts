@@ -4,7 +4,7 @@
  */
 import bcrypt from 'bcryptjs';
 import { audit } from '../forwarder/connection-repo.js';
-import type { Db } from '../shared/db/db.js';
+import type { Db, Sql } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 
 export type Role = 'owner' | 'member';
@@ -37,6 +37,16 @@ export function passwordProblem(password: string): string | undefined {
   return undefined;
 }
 
+/** Gives the user the role in the workspace (added, or role changed), audited. */
+export async function grantRole(sql: Sql, workspaceId: string, user: ConsoleUser, role: Role, actor: string): Promise<void> {
+  await sql.query(
+    `INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, $3)
+     ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = EXCLUDED.role`,
+    [workspaceId, user.id, role],
+  );
+  await audit(sql, workspaceId, 'member.added', { user_id: user.id, email: user.email, role }, actor);
+}
+
 export class UserRepo {
   constructor(private readonly db: Db) {}
 
@@ -66,12 +76,7 @@ export class UserRepo {
         if (r.rows.length === 0) throw new Error('console user created concurrently; retry');
         created = true;
       }
-      await tx.query(
-        `INSERT INTO workspace_members (workspace_id, user_id, role) VALUES ($1, $2, $3)
-         ON CONFLICT (workspace_id, user_id) DO UPDATE SET role = EXCLUDED.role`,
-        [workspaceId, userId, input.role],
-      );
-      await audit(tx, workspaceId, 'member.added', { user_id: userId, email, role: input.role }, actor);
+      await grantRole(tx, workspaceId, { id: userId!, email }, input.role, actor);
       return { id: userId!, email, role: input.role, created };
     });
   }

@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { oauthCallbackRoutes } from '../console/oauth-callback.js';
 import { connectionProblemPages } from '../console/connection-problems.js';
 import { connectionRoutes } from '../console/routes/connection.js';
+import { consoleWebPlugin } from '../console/web/plugin.js';
 import { WorkspaceRepo } from '../console/workspace-repo.js';
 import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
@@ -43,7 +44,7 @@ export interface PlatformSide {
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
   /** For buildApp's publicExtensions: the OAuth callback and the connection problem pages. */
-  readonly publicExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
+  readonly publicExtensions: ReadonlyArray<(app: FastifyInstance) => void | Promise<void>>;
   start(): void;
   /** Stops the loops; batches and refreshes in flight finish first. */
   close(): Promise<void>;
@@ -133,7 +134,24 @@ export function createPlatformSide(deps: {
     adminExtensions: roles.console
       ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
       : [],
-    publicExtensions: roles.console ? [(app) => oauthCallbackRoutes(app, { flow }), connectionProblemPages] : [],
+    publicExtensions: roles.console
+      ? [
+          (app) => oauthCallbackRoutes(app, { flow }),
+          connectionProblemPages,
+          // The workspace settings console at /console, in its own scope (its sessions, CSRF and CSP cover only it).
+          (app) =>
+            consoleWebPlugin(app, {
+              db,
+              publicBaseUrl: config.publicBaseUrl,
+              platformAuthUrl: config.platform.authUrl,
+              secretKey: deps.credentialsKey,
+              flow,
+              connections,
+              revoker,
+              plans: Object.keys(config.planLimits),
+            }),
+        ]
+      : [],
     start() {
       intake?.start();
       sender?.start();

@@ -76,7 +76,8 @@ export const CODE_CLASS: Readonly<Record<number, CodeClass>> = {
   [PlatformCode.SERVICE_UNAVAILABLE]: 'retry',
 };
 
-export const EVENT_SOURCES = ['WEB', 'APP', 'OFFLINE', 'CRM'] as const;
+export { PLATFORM_EVENT_SOURCES as EVENT_SOURCES } from '../console/platform-events.js';
+import { PLATFORM_EVENT_SOURCES as EVENT_SOURCES } from '../console/platform-events.js';
 export type EventSource = (typeof EVENT_SOURCES)[number];
 
 /** Standard events of Events API 2.0, and the legacy names the platform still accepts (one list, shared with the
