@@ -23,6 +23,7 @@ import { openBrowser, screenshot, seriousViolations, type Browser } from './cons
 const ADMIN = 'console-e2e-admin-token';
 const OWNER = { email: 'owner@acme.example', password: 'acme owner password' };
 const OTHER = { email: 'owner@globex.example', password: 'globex owner password' };
+const MEMBER = { email: 'analyst@acme.example', password: 'acme member password' };
 let sandbox: RunningSandbox;
 let service: RunningService;
 let url: string;
@@ -57,6 +58,7 @@ beforeAll(async () => {
   ws2 = (await admin.createWorkspace('Globex', 'enterprise')).id;
   expect((await admin.call('POST', `/admin/v1/workspaces/${ws1}/members`, { ...OWNER, role: 'owner' })).status).toBe(201);
   expect((await admin.call('POST', `/admin/v1/workspaces/${ws2}/members`, { ...OTHER, role: 'owner' })).status).toBe(201);
+  expect((await admin.call('POST', `/admin/v1/workspaces/${ws1}/members`, { ...MEMBER, role: 'member' })).status).toBe(201);
   browser = await openBrowser();
   page = browser.page;
 });
@@ -137,7 +139,7 @@ describe('the console in Chromium', () => {
     expect(setup.body).toMatchObject({ event_source_id: 'PIXEL123', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
   });
 
-  it('refuses an unticked-but-unmapped event and names what to fix', async () => {
+  it('refuses a named event without its platform event, saying what to fix', async () => {
     await page.getByLabel('Another event name (optional)').fill('sign_up');
     await page.getByRole('button', { name: 'Save forwarding' }).click();
     await expect.poll(() => page.getByRole('alert').textContent()).toContain('Choose the platform event for "sign_up"');
@@ -209,6 +211,22 @@ describe('the console in Chromium', () => {
     const wrong = await page.request.post(`${url}/console/w/${ws1}/api-key`, { form: { _csrf: 'forged-token', name: 'forged', mode: 'live' } });
     expect(wrong.status()).toBe(403);
     expect((await admin.call('GET', `/admin/v1/workspaces/${ws1}/api-keys`)).body.keys.length).toBe(before);
+  });
+
+  it('a member sees the settings read-only and cannot change them', async () => {
+    await browser.context.clearCookies();
+    await page.goto(`${url}/console`);
+    await page.getByLabel('Email').fill(MEMBER.email);
+    await page.getByLabel('Password').fill(MEMBER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Acme shop' }).click();
+    expect(await page.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    expect(await page.getByText('Only owners of this workspace create or revoke keys.').count()).toBe(1);
+    const token = await page.locator('input[name=_csrf]').first().inputValue();
+    const r = await page.request.post(`${url}/console/w/${ws1}/api-key`, { form: { _csrf: token, name: 'by a member', mode: 'live' } });
+    expect(r.status()).toBe(403);
+    await page.goto(`${url}/console/w/${ws1}/forwarding`);
+    expect(await page.getByRole('button', { name: 'Save forwarding' }).count()).toBe(0);
   });
 
   it('signs out, and rate-limits repeated sign-in attempts', async () => {

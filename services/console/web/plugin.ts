@@ -77,6 +77,10 @@ export async function consoleWebPlugin(app: FastifyInstance, deps: ConsoleWebDep
 
 async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise<void> {
   const https = deps.publicBaseUrl.startsWith('https:');
+  // HTML pages for people, not API: kept out of the OpenAPI document.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+  });
   await app.register(formbody);
   await app.register(cookie);
   await app.register(session, {
