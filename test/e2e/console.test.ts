@@ -123,6 +123,28 @@ describe('the console in Chromium', () => {
     await accessible('api-key');
   });
 
+  it('revokes a key after a confirmation, and the key is refused', async () => {
+    await page.getByLabel('Name').fill('old web tag');
+    await page.getByLabel('Test').check();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const old = ((await page.locator('#new-key').textContent()) ?? '').trim();
+    expect(old).toMatch(/^evk_test_/);
+    await page.getByRole('link', { name: 'Revoke old web tag' }).click();
+    expect(await page.getByRole('alert').textContent()).toContain('refused (401) within 5 seconds');
+    await accessible('revoke-confirm');
+    await page.getByRole('button', { name: 'Revoke key' }).click();
+    await page.getByText('Key revoked.').waitFor();
+    expect(await page.getByRole('row', { name: /old web tag/ }).textContent()).toContain('revoked');
+    await eventually('the revoked key is refused', async () => {
+      const r = await fetch(`${url}/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${old}`, 'content-type': 'application/json' },
+        body: JSON.stringify([webEvent()]),
+      });
+      return r.status === 401;
+    }, 5_000);
+  });
+
   it('picks the sent event on Forwarding and maps it to a platform event', async () => {
     // Event names are flushed in batches every few seconds.
     await eventually('purchase listed', async () => {

@@ -132,6 +132,10 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
       heading = 'Too many attempts';
     } else if (status === 400) {
       heading = 'The form is not valid';
+    } else if (status === 404) {
+      heading = 'Not found';
+    } else if (status === 403) {
+      heading = 'Not allowed';
     }
     return renderPage(request, reply, 'error', { title: heading, heading, message }, status);
   });
