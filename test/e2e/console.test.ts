@@ -157,6 +157,11 @@ describe('the console in Chromium', () => {
     await page.getByRole('button', { name: 'Save forwarding' }).click();
     await page.getByText('Forwarding saved: 1 event forwarded.').waitFor();
     await accessible('forwarding');
+    // On a phone: nothing wider than the screen but the tables' own scroll areas.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await accessible('forwarding-phone');
+    await page.setViewportSize({ width: 1100, height: 800 });
     const setup = await admin.call('GET', `/admin/v1/workspaces/${ws1}/forwarding`);
     expect(setup.body).toMatchObject({ event_source_id: 'PIXEL123', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
   });
