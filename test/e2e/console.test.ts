@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, receivedBySandbox, SANDBOX_APP } from '../../services/forwarder/testkit.js';
+import { eventually, receivedBySandbox, SANDBOX_APP, sandboxControl } from '../../services/forwarder/testkit.js';
 import { startSandbox, type RunningSandbox } from '../../services/platform-sandbox/server.js';
 import { startService, type RunningService } from '../../services/service.js';
 import { loadConfig } from '../../services/shared/config.js';
@@ -194,6 +194,19 @@ describe('the console in Chromium', () => {
     expect((await row.locator('td').nth(1).textContent())?.trim()).toBe('1');
     expect(await page.getByText('redriving them from the console comes with the replay operations').count()).toBe(1);
     await accessible('activity');
+  });
+
+  it('shows a connection revoked at the platform as needing re-authorisation, and reconnects', async () => {
+    await sandboxControl(sandbox, '/revoke-all', {});
+    await send(key, 'purchase');
+    await eventually('needs_reauth', async () => (await admin.call('GET', `/admin/v1/workspaces/${ws1}/connection`)).body.status === 'needs_reauth', 15_000);
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    expect(await page.locator('.badge').first().textContent()).toBe('needs re-authorisation');
+    await accessible('connection-needs-reauth');
+    await page.getByRole('button', { name: 'Reconnect ad account' }).click();
+    await page.getByRole('heading', { name: 'Ad account connected' }).waitFor();
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    expect(await page.locator('.badge').first().textContent()).toBe('connected');
   });
 
   it('disconnects after a confirmation that says access must also be removed on the platform', async () => {
