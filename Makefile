@@ -51,6 +51,7 @@ clients: $(CLIENT_STAMP)
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
 test: build-dev clients
 	bash infra/local/redis.sh ensure
+	bash infra/local/chromium.sh ensure
 	bash ops/prometheus/promtool.sh ensure
 	bash ops/prometheus/promtool.sh check
 	npx vitest run

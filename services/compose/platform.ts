@@ -8,6 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { oauthCallbackRoutes } from '../console/oauth-callback.js';
 import { connectionProblemPages } from '../console/connection-problems.js';
 import { connectionRoutes } from '../console/routes/connection.js';
+import { consoleWebPlugin } from '../console/web/plugin.js';
 import { WorkspaceRepo } from '../console/workspace-repo.js';
 import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
@@ -45,7 +46,7 @@ export interface PlatformSide {
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
   /** For buildApp's publicExtensions: the OAuth callback and the connection problem pages. */
-  readonly publicExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
+  readonly publicExtensions: ReadonlyArray<(app: FastifyInstance) => void | Promise<void>>;
   start(): void;
   /** Stops the loops; batches and refreshes in flight finish first. */
   close(): Promise<void>;
@@ -135,7 +136,22 @@ export function createPlatformSide(deps: {
       ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
       : [],
     publicExtensions: roles.console
-      ? [(app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }), connectionProblemPages]
+      ? [
+          (app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }),
+          connectionProblemPages,
+          // The workspace settings console at /console, in its own scope (its sessions, CSRF and CSP cover only it).
+          (app) =>
+            consoleWebPlugin(app, {
+              db,
+              publicBaseUrl: config.publicBaseUrl,
+              platformAuthUrl: config.platform.authUrl,
+              secretKey: deps.credentialsKey,
+              flow,
+              connections,
+              revoker,
+              plans: Object.keys(config.planLimits),
+            }),
+        ]
       : [],
     start() {
       sender?.start();

@@ -1,8 +1,10 @@
-/** The console: the admin API (workspaces, keys, forwarding setup, the platform connection). */
+/** The console: the admin API (workspaces, keys, members, forwarding setup, the platform connection). */
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../shared/db/db.js';
 import { registerAdminAuth } from './admin-auth.js';
 import { workspaceRoutes } from './routes/workspaces.js';
+import { describeSchemaErrors } from './schema-errors.js';
+import { UserRepo } from './user-repo.js';
 import { WorkspaceRepo } from './workspace-repo.js';
 
 export interface ConsoleDeps {
@@ -14,5 +16,6 @@ export interface ConsoleDeps {
 /** Admin routes, in their own scope so the admin token hook covers exactly them. */
 export async function adminPlugin(app: FastifyInstance, deps: ConsoleDeps): Promise<void> {
   registerAdminAuth(app, deps.adminToken);
-  workspaceRoutes(app, { repo: new WorkspaceRepo(deps.db), plans: deps.plans });
+  app.setSchemaErrorFormatter(describeSchemaErrors);
+  workspaceRoutes(app, { repo: new WorkspaceRepo(deps.db), users: new UserRepo(deps.db), plans: deps.plans });
 }

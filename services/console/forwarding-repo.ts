@@ -1,4 +1,5 @@
 /** Forwarding setups for the admin API: the shared store functions plus the audit trail. */
+import { audit } from '../forwarder/connection-repo.js';
 import type { Db } from '../shared/db/db.js';
 import {
   readForwardingSetup,
@@ -19,15 +20,10 @@ export class ForwardingRepo {
   }
 
   /** Replaces the setup and records it in the audit log, in one transaction. */
-  put(workspaceId: string, input: ForwardingSetupInput): Promise<ForwardingSetup> {
+  put(workspaceId: string, input: ForwardingSetupInput, actor = 'admin'): Promise<ForwardingSetup> {
     return this.db.transaction(async (tx) => {
       const stored = await writeForwardingSetup(tx, workspaceId, input);
-      await tx.query('INSERT INTO audit_log (workspace_id, actor, action, detail) VALUES ($1, $2, $3, $4::jsonb)', [
-        workspaceId,
-        'admin',
-        'forwarding.updated',
-        JSON.stringify({ event_source_id: stored.event_source_id, pii_mode: stored.pii_mode, events: stored.events.map((e) => e.name) }),
-      ]);
+      await audit(tx, workspaceId, 'forwarding.updated', { event_source_id: stored.event_source_id, pii_mode: stored.pii_mode, events: stored.events.map((e) => e.name) }, actor);
       return stored;
     });
   }

@@ -4,6 +4,7 @@
  * guarded by the connection's `generation`, so work begun before a reconnect or a disconnect never overwrites
  * what came after it. Times are the database's clock (`now()`), so replicas with skewed clocks agree.
  */
+import { recordActivity } from '../shared/activity.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import type { TokenGrant } from './platform-client.js';
@@ -258,7 +259,7 @@ export class ConnectionRepo {
    * write back), open OAuth flows cancelled, the connection's queued conversions deleted, and the revocation of the
    * access token queued. Returns the queued conversions dropped and the id of the revocation to attempt, if any.
    */
-  async disconnect(workspaceId: string): Promise<{ dropped: number; revocationId: number | null }> {
+  async disconnect(workspaceId: string, actor = 'admin'): Promise<{ dropped: number; revocationId: number | null }> {
     return this.db.transaction(async (tx) => {
       const prev = await tx.query<{ access_token_enc: string | null; access_expires_at: unknown }>(
         'SELECT access_token_enc, access_expires_at FROM connections WHERE workspace_id = $1 FOR UPDATE',
@@ -289,7 +290,8 @@ export class ConnectionRepo {
         );
         revocationId = toNumber(r.rows[0]!.id);
       }
-      await audit(tx, workspaceId, 'connection.disconnected', { dropped: dropped.rows.length }, 'admin');
+      await audit(tx, workspaceId, 'connection.disconnected', { dropped: dropped.rows.length }, actor);
+      await recordActivity(tx, [{ workspaceId, kind: 'dropped', key: 'disconnected', n: dropped.rows.length }]);
       return { dropped: dropped.rows.length, revocationId };
     });
   }
@@ -540,7 +542,7 @@ export async function audit(
   workspaceId: string,
   action: string,
   detail: Record<string, unknown>,
-  actor: 'admin' | 'forwarder' | 'oauth' = 'forwarder',
+  actor: string = 'forwarder',
 ): Promise<void> {
   await tx.query('INSERT INTO audit_log (workspace_id, actor, action, detail) VALUES ($1, $2, $3, $4::jsonb)', [
     workspaceId,

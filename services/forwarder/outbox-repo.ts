@@ -7,6 +7,7 @@
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import { conversionKey, type PlatformEventRecord } from '../shared/conversion.js';
+import { recordActivity } from '../shared/activity.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
 
@@ -86,13 +87,15 @@ export class OutboxRepo {
   }
 
   /** The platform accepted the batch: out of the outbox, into the ledger, in one transaction. */
-  async recordSent(tx: Sql, workspaceId: string, rows: readonly OutboxRow[], requestId: string | null): Promise<void> {
+  async recordSent(tx: Sql, workspaceId: string, rows: readonly OutboxRow[], requestId: string | null, testEventCode = ''): Promise<void> {
     await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
     await tx.query(
-      `INSERT INTO forward_sent (workspace_id, event_id, request_id)
-       SELECT $1, e, $3 FROM unnest($2::text[]) AS t(e) ON CONFLICT DO NOTHING`,
-      [workspaceId, rows.map((r) => r.eventId), requestId],
+      `INSERT INTO forward_sent (workspace_id, event_id, request_id, test_event_code, platform_event)
+       SELECT $1, e, $3, $5, p FROM unnest($2::text[], $4::text[]) AS t(e, p) ON CONFLICT DO NOTHING`,
+      [workspaceId, rows.map((r) => r.eventId), requestId, rows.map((r) => r.record.event), testEventCode],
     );
+    // The console's Activity page (shared/activity.ts).
+    await recordActivity(tx, [{ workspaceId, kind: testEventCode === '' ? 'delivered' : 'test_delivered', n: rows.length }]);
   }
 
   /** The platform rejected the batch for good: out of the outbox, onto conversions.dlq, in one transaction. */
@@ -123,6 +126,7 @@ export class OutboxRepo {
         return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
       });
       await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
+      await recordActivity(tx, [{ workspaceId: rows[0]!.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);
     });
   }
 
@@ -138,13 +142,16 @@ export class OutboxRepo {
 
   /** Drops conversions that waited longer than maxAgeMs (a workspace that never reconnects); counts per workspace. */
   async expireOld(maxAgeMs: number): Promise<Map<string, number>> {
-    const r = await this.db.query<{ workspace_id: string }>(
-      `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id`,
-      [maxAgeMs],
-    );
-    const out = new Map<string, number>();
-    for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
-    return out;
+    return this.db.transaction(async (tx) => {
+      const r = await tx.query<{ workspace_id: string }>(
+        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id`,
+        [maxAgeMs],
+      );
+      const out = new Map<string, number>();
+      for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
+      await recordActivity(tx, [...out].map(([workspaceId, n]) => ({ workspaceId, kind: 'dropped' as const, key: 'expired', n })));
+      return out;
+    });
   }
 
   /** Waiting conversions: pending (their connection is connected) and parked (it is not). */

@@ -10,6 +10,7 @@
  * Connections are sent concurrently (FORWARDER_CONCURRENCY) and each holds a row lease while sending, so one slow
  * account never stalls the others and no two replicas ever have the same batch on the wire.
  */
+import { recordActivity } from '../shared/activity.js';
 import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
@@ -180,7 +181,7 @@ export class ForwardSender {
       switch (c.kind) {
         case 'ok': {
           await this.deps.db.transaction(async (tx) => {
-            await outbox.recordSent(tx, ws, batch, answer.requestId);
+            await outbox.recordSent(tx, ws, batch, answer.requestId, group.testEventCode);
             await connections.resetSendBackoff(tx, ws, conn.generation);
           });
           const now = (this.deps.now ?? Date.now)();
@@ -191,6 +192,7 @@ export class ForwardSender {
         }
         case 'retry': {
           await outbox.bumpAttempts(batch);
+          await recordActivity(this.deps.db, [{ workspaceId: ws, kind: 'failed', key: code, n: batch.length }]);
           const failures = await connections.sendFailures(ws);
           const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
           await connections.sendBackoff(ws, conn.generation, delay);

@@ -151,6 +151,20 @@ const table = {
     sgtmError: 'Not Found',
     description: 'No such route or resource.',
   },
+  conflict: {
+    slug: 'conflict',
+    status: 409,
+    title: 'Conflicts with what exists',
+    sgtmError: 'Conflict',
+    description: 'The request contradicts a resource that already exists (e.g. a console user with that email). `detail` says which; change the request or the resource first.',
+  },
+  forbidden: {
+    slug: 'forbidden',
+    status: 403,
+    title: 'Not allowed',
+    sgtmError: 'Forbidden',
+    description: 'You are signed in, but your role or the form does not allow this (e.g. a member changing owner-only settings, or a form sent without its CSRF token). Reload the page and try again, or ask an owner of the workspace.',
+  },
 } as const satisfies Record<string, ProblemType>;
 
 export type ProblemKey = keyof typeof table;

@@ -91,7 +91,16 @@ describe('connection routes', () => {
   it('GET shows a never-connected workspace as disconnected', async () => {
     const ws = await rig.workspace();
     const r = await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/connection`, headers: auth });
-    expect(r.json()).toEqual({ status: 'disconnected', advertiser_id: null, time_zone: null, access_expires_at: null, reason: 'never connected' });
+    expect(r.json()).toEqual({
+      status: 'disconnected',
+      advertiser_id: null,
+      time_zone: null,
+      access_expires_at: null,
+      refresh_expires_at: null,
+      connected_at: null,
+      last_refreshed_at: null,
+      reason: 'never connected',
+    });
   });
 
   it('DELETE of a never-connected workspace drops its waiting conversions and stops future ones', async () => {

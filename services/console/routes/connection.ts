@@ -1,5 +1,5 @@
 /** Admin API: the workspace's ad-platform connection (operator contract; docs/platform.md). */
-import type { FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { IngestError } from '../../gateway/problems.js';
 import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
 import { forwardedConversions } from '../../forwarder/metrics.js';
@@ -37,6 +37,58 @@ const connectionOut = {
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
 
+export type ConnectionView = ReturnType<typeof connectionView>;
+
+/** What GET /connection answers, and what the console's Connection page shows. */
+export function connectionView(c: Awaited<ReturnType<ConnectionRepo['get']>>) {
+  // Never connected reads as disconnected: nothing is forwarded (conversions wait for a first connection).
+  if (!c) {
+    return {
+      status: 'disconnected' as const,
+      advertiser_id: null,
+      time_zone: null,
+      access_expires_at: null,
+      refresh_expires_at: null,
+      connected_at: null,
+      last_refreshed_at: null,
+      reason: 'never connected',
+    };
+  }
+  return {
+    status: c.status,
+    advertiser_id: c.advertiserId,
+    time_zone: c.timeZone,
+    access_expires_at: iso(c.accessExpiresAt),
+    refresh_expires_at: iso(c.refreshExpiresAt),
+    connected_at: iso(c.connectedAt),
+    last_refreshed_at: iso(c.lastRefreshedAt),
+    reason: c.statusReason,
+  };
+}
+
+/**
+ * Disconnects: credentials deleted and queued conversions dropped (one transaction), then the platform asked to
+ * revoke. Best effort, briefly awaited so the common case is done when we answer; a failure stays queued and the
+ * refresher retries it. The local deletion stands either way.
+ */
+export async function disconnectWorkspace(
+  deps: Pick<ConnectionRouteDeps, 'connections' | 'revoker' | 'revocationWaitMs'>,
+  ws: string,
+  actor: string,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  const { dropped, revocationId } = await deps.connections.disconnect(ws, actor);
+  if (dropped > 0) forwardedConversions.inc({ outcome: 'dropped', code: 'disconnected' }, dropped);
+  log.info({ workspace: ws, dropped }, 'ad account disconnected');
+  if (revocationId === null) return;
+  const attempt = deps.revoker.attempt(revocationId).catch((err: unknown) => {
+    log.warn({ err, workspace: ws }, 'revocation attempt failed; queued for retry');
+  });
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([attempt, new Promise<void>((r) => (timer = setTimeout(r, deps.revocationWaitMs ?? 3_000)))]);
+  clearTimeout(timer);
+}
+
 export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps): void {
   const requireWorkspace = async (ws: string): Promise<void> => {
     if (!(await deps.workspaces.get(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
@@ -72,40 +124,14 @@ export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps
     { schema: { response: { 200: connectionOut } } },
     async (request) => {
       await requireWorkspace(request.params.ws);
-      const c = await deps.connections.get(request.params.ws);
-      // Never connected reads as disconnected: nothing is forwarded (conversions wait for a first connection).
-      if (!c) {
-        return { status: 'disconnected', advertiser_id: null, time_zone: null, access_expires_at: null, reason: 'never connected' };
-      }
-      return {
-        status: c.status,
-        advertiser_id: c.advertiserId,
-        time_zone: c.timeZone,
-        access_expires_at: iso(c.accessExpiresAt),
-        refresh_expires_at: iso(c.refreshExpiresAt),
-        connected_at: iso(c.connectedAt),
-        last_refreshed_at: iso(c.lastRefreshedAt),
-        reason: c.statusReason,
-      };
+      return connectionView(await deps.connections.get(request.params.ws));
     },
   );
 
   app.delete<{ Params: { ws: string } }>('/admin/v1/workspaces/:ws/connection', async (request, reply) => {
     const ws = request.params.ws;
     await requireWorkspace(ws);
-    const { dropped, revocationId } = await deps.connections.disconnect(ws);
-    if (dropped > 0) forwardedConversions.inc({ outcome: 'dropped', code: 'disconnected' }, dropped);
-    request.log.info({ workspace: ws, dropped }, 'ad account disconnected');
-    if (revocationId !== null) {
-      // Best effort, briefly awaited so the common case is done when we answer; a failure stays queued and the
-      // refresher retries it. The local deletion stands either way.
-      const attempt = deps.revoker.attempt(revocationId).catch((err: unknown) => {
-        request.log.warn({ err, workspace: ws }, 'revocation attempt failed; queued for retry');
-      });
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([attempt, new Promise<void>((r) => (timer = setTimeout(r, deps.revocationWaitMs ?? 3_000)))]);
-      clearTimeout(timer);
-    }
+    await disconnectWorkspace(deps, ws, 'admin', request.log);
     return reply.code(204).send();
   });
 }

@@ -124,6 +124,17 @@ describe('forwarding setup: bad input is a 400 problem document', () => {
     expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/forwarding`, headers: auth })).statusCode).toBe(404);
   });
 
+  it.each([
+    { field: 'events[0].platform_event', body: { ...CONTRACT_BODY, events: [{ name: 'purchase', platform_event: 'Purchse' }] }, values: ['CompletePayment', 'Purchase', 'ViewContent'] },
+    { field: 'pii_mode', body: { ...CONTRACT_BODY, pii_mode: 'plain' }, values: ['hashed', 'none'] },
+  ])('a misspelt enum value ($field) is refused, naming the field and every allowed value', async ({ field, body, values }) => {
+    const ws = await newWorkspace();
+    const r = await put(ws, body);
+    expect(r.statusCode).toBe(400);
+    expect(r.json().detail).toContain(`${field} must be one of `);
+    for (const v of values) expect(r.json().detail).toContain(v);
+  });
+
   it('names the repeated event', async () => {
     const ws = await newWorkspace();
     const r = await put(ws, { ...CONTRACT_BODY, events: [...CONTRACT_BODY.events, { name: 'purchase', platform_event: 'PlaceAnOrder' }] });

@@ -7,6 +7,7 @@ import { IngestError } from '../../gateway/problems.js';
 import type { Db } from '../../shared/db/db.js';
 import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
+import { PLATFORM_EVENT_SOURCES, PLATFORM_EVENTS } from '../platform-events.js';
 
 const text = (max: number) => ({ type: 'string', minLength: 1, maxLength: max, pattern: '\\S' }) as const;
 
@@ -14,15 +15,15 @@ const selectedEvent = {
   type: 'object',
   required: ['name', 'platform_event'],
   additionalProperties: false,
-  properties: { name: text(256), platform_event: text(100) },
+  properties: { name: text(256), platform_event: { type: 'string', enum: [...PLATFORM_EVENTS] } },
 } as const;
 
-const setupBody = {
+export const setupBody = {
   type: 'object',
   required: ['event_source', 'event_source_id', 'pii_mode', 'click_window_days', 'events'],
   additionalProperties: false,
   properties: {
-    event_source: text(32),
+    event_source: { type: 'string', enum: [...PLATFORM_EVENT_SOURCES] },
     event_source_id: text(128),
     pii_mode: { type: 'string', enum: ['hashed', 'none'] },
     click_window_days: { type: 'integer', minimum: 1, maximum: 90 },
@@ -46,6 +47,12 @@ const setupOut = {
   },
 } as const;
 
+/** An event name listed twice (a setup maps each name once), or undefined. */
+export function repeatedEventName(events: ForwardingSetupInput['events']): string | undefined {
+  const names = events.map((e) => e.name);
+  return names.find((n, i) => names.indexOf(n) !== i);
+}
+
 export function forwardingRoutes(app: FastifyInstance, deps: { db: Db }): void {
   const repo = new ForwardingRepo(deps.db);
 
@@ -54,8 +61,7 @@ export function forwardingRoutes(app: FastifyInstance, deps: { db: Db }): void {
     { schema: { body: setupBody, response: { 200: setupOut } } },
     async (request) => {
       const { ws } = request.params;
-      const names = request.body.events.map((e) => e.name);
-      const repeated = names.find((n, i) => names.indexOf(n) !== i);
+      const repeated = repeatedEventName(request.body.events);
       if (repeated !== undefined) throw new IngestError('validation', `events: "${repeated}" is listed more than once`);
       if (!(await repo.workspaceExists(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
       return repo.put(ws, request.body);

@@ -2,6 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { IngestError } from '../../gateway/problems.js';
 import type { KeyMode } from '../../shared/envelope.js';
+import { passwordProblem, ROLES, type Role, type UserRepo } from '../user-repo.js';
 import type { WorkspaceRepo } from '../workspace-repo.js';
 
 const workspaceOut = {
@@ -9,8 +10,50 @@ const workspaceOut = {
   properties: { id: { type: 'string' }, name: { type: 'string' }, plan: { type: 'string' } },
 } as const;
 
-export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRepo; plans: readonly string[] }): void {
+const keyOut = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    name: { type: 'string' },
+    mode: { type: 'string' },
+    start: { type: 'string' },
+    created_at: { type: 'string' },
+    last_used_at: { type: ['string', 'null'] },
+    revoked_at: { type: ['string', 'null'] },
+    revoked: { type: 'boolean' },
+  },
+} as const;
+
+const keyName = { type: 'string', maxLength: 100 } as const;
+
+export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRepo; users: UserRepo; plans: readonly string[] }): void {
   const planSchema = { type: 'string', enum: [...deps.plans] } as const;
+
+  app.get<{ Querystring: { limit: number; after?: string } }>(
+    '/admin/v1/workspaces',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 500, default: 100 }, after: { type: 'string', minLength: 1 } },
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              items: { type: 'array', items: { ...workspaceOut, properties: { ...workspaceOut.properties, created_at: { type: 'string' } } } },
+              next: { type: ['string', 'null'] },
+            },
+          },
+        },
+      },
+    },
+    async (request) => {
+      const items = await deps.repo.list(request.query.limit, request.query.after);
+      return { items, next: items.length === request.query.limit ? items[items.length - 1]!.id : null };
+    },
+  );
 
   app.post<{ Body: { name: string; plan?: string } }>(
     '/admin/v1/workspaces',
@@ -57,7 +100,7 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
     },
   );
 
-  app.post<{ Params: { ws: string }; Body: { mode: KeyMode } }>(
+  app.post<{ Params: { ws: string }; Body: { mode: KeyMode; name?: string } }>(
     '/admin/v1/workspaces/:ws/api-keys',
     {
       schema: {
@@ -65,24 +108,101 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
           type: 'object',
           required: ['mode'],
           additionalProperties: false,
-          properties: { mode: { type: 'string', enum: ['live', 'test'] } },
+          properties: { mode: { type: 'string', enum: ['live', 'test'] }, name: keyName },
         },
         response: {
-          201: { type: 'object', properties: { id: { type: 'string' }, key: { type: 'string' }, mode: { type: 'string' } } },
+          201: {
+            type: 'object',
+            properties: {
+              id: { type: 'string' },
+              key: { type: 'string' },
+              mode: { type: 'string' },
+              name: { type: 'string' },
+              created_at: { type: 'string' },
+            },
+          },
         },
       },
     },
     async (request, reply) => {
       if (!(await deps.repo.get(request.params.ws))) throw new IngestError('notFound', `no workspace ${request.params.ws}`);
-      return reply.code(201).send(await deps.repo.createApiKey(request.params.ws, request.body.mode));
+      return reply.code(201).send(await deps.repo.createApiKey(request.params.ws, request.body.mode, request.body.name?.trim() ?? ''));
     },
   );
 
-  app.get<{ Params: { ws: string } }>('/admin/v1/workspaces/:ws/api-keys', async (request) => {
-    if (!(await deps.repo.get(request.params.ws))) throw new IngestError('notFound', `no workspace ${request.params.ws}`);
-    const keys = await deps.repo.listApiKeys(request.params.ws);
-    return { keys: keys.map((k) => ({ id: k.id, mode: k.mode, start: k.displayStart, revoked: k.revoked })) };
-  });
+  app.get<{ Params: { ws: string } }>(
+    '/admin/v1/workspaces/:ws/api-keys',
+    { schema: { response: { 200: { type: 'object', properties: { keys: { type: 'array', items: keyOut } } } } } },
+    async (request) => {
+      if (!(await deps.repo.get(request.params.ws))) throw new IngestError('notFound', `no workspace ${request.params.ws}`);
+      const keys = await deps.repo.listApiKeys(request.params.ws);
+      return {
+        keys: keys.map((k) => ({
+          id: k.id,
+          name: k.name,
+          mode: k.mode,
+          start: k.displayStart,
+          created_at: k.createdAt,
+          last_used_at: k.lastUsedAt,
+          revoked_at: k.revokedAt,
+          revoked: k.revoked,
+        })),
+      };
+    },
+  );
+
+  const memberOut = { type: 'object', properties: { id: { type: 'string' }, email: { type: 'string' }, role: { type: 'string' } } } as const;
+
+  app.post<{ Params: { ws: string }; Body: { email: string; password: string; role: Role } }>(
+    '/admin/v1/workspaces/:ws/members',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          required: ['email', 'password', 'role'],
+          additionalProperties: false,
+          properties: {
+            email: { type: 'string', format: 'email', maxLength: 254 },
+            password: { type: 'string' },
+            role: { type: 'string', enum: [...ROLES] },
+          },
+        },
+        response: { 201: memberOut },
+      },
+    },
+    async (request, reply) => {
+      const { ws } = request.params;
+      const problem = passwordProblem(request.body.password);
+      if (problem) throw new IngestError('validation', problem);
+      if (!(await deps.repo.get(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
+      const added = await deps.users.addMember(ws, request.body, 'admin');
+      if (added === 'wrong_password') {
+        throw new IngestError(
+          'conflict',
+          `${request.body.email} is already a console user with another password; give their current password to add them to this workspace`,
+        );
+      }
+      return reply.code(201).send({ id: added.id, email: added.email, role: added.role });
+    },
+  );
+
+  app.get<{ Params: { ws: string } }>(
+    '/admin/v1/workspaces/:ws/members',
+    {
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            properties: { items: { type: 'array', items: { ...memberOut, properties: { ...memberOut.properties, created_at: { type: 'string' } } } } },
+          },
+        },
+      },
+    },
+    async (request) => {
+      if (!(await deps.repo.get(request.params.ws))) throw new IngestError('notFound', `no workspace ${request.params.ws}`);
+      return { items: await deps.users.members(request.params.ws) };
+    },
+  );
 
   app.delete<{ Params: { ws: string; id: string } }>('/admin/v1/workspaces/:ws/api-keys/:id', async (request, reply) => {
     if (!(await deps.repo.revokeApiKey(request.params.ws, request.params.id))) {

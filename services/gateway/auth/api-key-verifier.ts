@@ -6,6 +6,7 @@ import { LRUCache } from 'lru-cache';
 import { hashApiKey, looksLikeApiKey } from '../../shared/api-key-format.js';
 import type { Sql } from '../../shared/db/db.js';
 import type { KeyMode } from '../../shared/envelope.js';
+import { UsageRecorder } from './usage.js';
 
 /** Well inside the 5 s the operator contract allows for a revocation to take effect. */
 export const CACHE_TTL_MS = 2_000;
@@ -26,7 +27,12 @@ type CachedLookup = VerifiedKey | 'NOT_FOUND' | 'REVOKED';
 export class ApiKeyVerifier {
   private readonly cache = new LRUCache<string, CachedLookup>({ max: 50_000, ttl: CACHE_TTL_MS });
 
-  constructor(private readonly sql: Sql) {}
+  /** Last-used times and event-name counts for the console, flushed in batches (usage.ts). */
+  readonly usage: UsageRecorder;
+
+  constructor(private readonly sql: Sql) {
+    this.usage = new UsageRecorder(sql);
+  }
 
   /** `authorization` is the raw header value. */
   async verify(authorization: string | undefined): Promise<Verification> {

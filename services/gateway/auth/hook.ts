@@ -15,6 +15,13 @@ declare module 'fastify' {
 
 export function registerIngestAuth(app: FastifyInstance, verifier: ApiKeyVerifier, limiter: WorkspaceRateLimiter): void {
   app.decorateRequest('apiKey', null);
+  // The event names a workspace sends, for the console's Forwarding picker: counted once accepted, flushed in batches.
+  app.addHook('onResponse', async (request, reply) => {
+    if (!request.apiKey || reply.statusCode >= 300 || !Array.isArray(request.body)) return;
+    const names = (request.body as unknown[]).map((e) => (e as { event_name?: unknown } | null)?.event_name).filter((n): n is string => typeof n === 'string');
+    verifier.usage.eventsSent(request.apiKey.workspaceId, names);
+  });
+  app.addHook('onClose', async () => verifier.usage.close());
   app.addHook('onRequest', async (request, reply) => {
     const result = await verifier.verify(request.headers.authorization);
     if (result.code !== 'VALID') {
@@ -22,6 +29,7 @@ export function registerIngestAuth(app: FastifyInstance, verifier: ApiKeyVerifie
       throw new IngestError('unauthorized', 'Invalid or missing API key.', { 'WWW-Authenticate': 'Bearer' });
     }
     request.apiKey = result.key;
+    verifier.usage.keyUsed(result.key.keyId);
     request.log = request.log.child({ key_id: result.key.keyId, workspace_id: result.key.workspaceId });
     const decision = await limiter.consume(result.key.workspaceId, result.key.plan);
     if (decision.policy) {

@@ -1,0 +1,153 @@
+/**
+ * The workspace settings console at /console: server-rendered pages (eta via @fastify/view), a stylesheet and one
+ * small script served from here. Everything that guards it is registered in THIS plugin's scope, so it covers the
+ * console and nothing else: sessions in the database (@fastify/session, HttpOnly SameSite cookies), CSRF tokens on
+ * every form (@fastify/csrf-protection), security headers with a strict CSP (@fastify/helmet) and a rate limit on
+ * sign-in (@fastify/rate-limit). docs/console.md and docs/decisions.md (issue 11) say why.
+ */
+import { createHmac } from 'node:crypto';
+import { join } from 'node:path';
+import cookie from '@fastify/cookie';
+import csrf from '@fastify/csrf-protection';
+import formbody from '@fastify/formbody';
+import helmet from '@fastify/helmet';
+import rateLimit from '@fastify/rate-limit';
+import session from '@fastify/session';
+import fastifyStatic from '@fastify/static';
+import view from '@fastify/view';
+import { Eta } from 'eta';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
+import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
+import type { Revoker } from '../../forwarder/revoker.js';
+import type { Db } from '../../shared/db/db.js';
+import { repoRoot } from '../../shared/repo-root.js';
+import type { ConsoleUser, Membership } from '../user-repo.js';
+import { settingsRoutes } from './settings-routes.js';
+import { DbSessionStore } from './session-store.js';
+import { signInRoutes } from './sign-in-routes.js';
+
+declare module 'fastify' {
+  interface Session {
+    user?: ConsoleUser;
+    /** A one-time notice shown on the next page (post, redirect, get). */
+    flash?: string;
+  }
+}
+
+export interface ConsoleWebDeps {
+  readonly db: Db;
+  readonly publicBaseUrl: string;
+  /** The platform's authorize page: the Connect form redirects there, so the CSP's form-action must allow it. */
+  readonly platformAuthUrl: string;
+  /** Secret material the session cookie's signing key is derived from (CREDENTIALS_KEY). */
+  readonly secretKey: Buffer;
+  readonly flow: OAuthFlow;
+  readonly connections: ConnectionRepo;
+  readonly revoker: Revoker;
+  readonly plans: readonly string[];
+  /** Sign-in attempts per client address per minute. */
+  readonly signInAttemptsPerMinute?: number;
+}
+
+export const SESSION_MAX_AGE_MS = 8 * 3600_000;
+const WEB_DIR = join(repoRoot(), 'services', 'console', 'web');
+
+export interface PageData {
+  readonly title: string;
+  readonly ws?: Membership;
+  readonly tab?: string;
+  readonly [k: string]: unknown;
+}
+
+const fmt = (iso: string | null | undefined): string => (iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '—');
+
+/** Renders a page in the layout, with the signed-in user and a fresh CSRF token; never cached. */
+export async function renderPage(request: FastifyRequest, reply: FastifyReply, template: string, data: PageData, status = 200): Promise<FastifyReply> {
+  const flash = request.session.flash;
+  if (flash !== undefined) request.session.flash = undefined;
+  const csrfToken = reply.generateCsrf();
+  const html = await reply.viewAsync(template, { notice: flash, ...data, user: request.session.user, csrf: csrfToken, fmt });
+  return reply.code(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
+}
+
+export async function consoleWebPlugin(app: FastifyInstance, deps: ConsoleWebDeps): Promise<void> {
+  await app.register(async (scope) => consoleScope(scope, deps), { prefix: '/console' });
+}
+
+async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise<void> {
+  const https = deps.publicBaseUrl.startsWith('https:');
+  // HTML pages for people, not API: kept out of the OpenAPI document.
+  app.addHook('onRoute', (route) => {
+    route.schema = { ...route.schema, hide: true };
+  });
+  await app.register(formbody);
+  await app.register(cookie);
+  await app.register(session, {
+    // A key of its own, derived from CREDENTIALS_KEY: the same on every replica, never the token key itself.
+    secret: createHmac('sha256', deps.secretKey).update('console-session-cookie').digest('base64'),
+    cookieName: 'console_session',
+    store: new DbSessionStore(deps.db, SESSION_MAX_AGE_MS),
+    saveUninitialized: false,
+    cookie: { path: '/console', httpOnly: true, sameSite: 'lax', secure: https, maxAge: SESSION_MAX_AGE_MS },
+  });
+  await app.register(csrf, { sessionPlugin: '@fastify/session', getToken: (request) => (request.body as { _csrf?: string } | undefined)?._csrf });
+  await app.register(helmet, {
+    contentSecurityPolicy: {
+      useDefaults: false,
+      directives: {
+        defaultSrc: ["'none'"],
+        scriptSrc: ["'self'"],
+        styleSrc: ["'self'"],
+        imgSrc: ["'self'"],
+        connectSrc: ["'self'"],
+        formAction: ["'self'", new URL(deps.platformAuthUrl).origin],
+        frameAncestors: ["'none'"],
+        baseUri: ["'none'"],
+      },
+    },
+    strictTransportSecurity: https,
+    referrerPolicy: { policy: 'same-origin' },
+  });
+  await app.register(rateLimit, { global: false });
+  await app.register(view, {
+    engine: { eta: new Eta({ views: join(WEB_DIR, 'views'), cache: true }) },
+    root: join(WEB_DIR, 'views'),
+    viewExt: 'eta',
+    layout: 'layout',
+    production: true,
+  });
+  await app.register(fastifyStatic, { root: join(WEB_DIR, 'assets'), prefix: '/assets/', maxAge: 3600_000, index: false });
+
+  app.setErrorHandler(async (err: FastifyError, request, reply) => {
+    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    if (status >= 500) request.log.error({ err }, 'console request failed');
+    let heading = 'This request cannot be completed';
+    let message = status >= 500 ? 'Something went wrong on our side; nothing was changed. Try again shortly.' : err.message;
+    if (err.code?.startsWith('FST_CSRF')) {
+      heading = 'This form cannot be accepted';
+      message =
+        'It was sent without its security token (CSRF check), or the token expired with your session. Nothing was changed: go back, reload the page and send it again.';
+    } else if (status === 429) {
+      heading = 'Too many attempts';
+    } else if (status === 400) {
+      heading = 'The form is not valid';
+    } else if (status === 404) {
+      heading = 'Not found';
+    } else if (status === 403) {
+      heading = 'Not allowed';
+    }
+    return renderPage(request, reply, 'error', { title: heading, heading, message }, status);
+  });
+  app.setNotFoundHandler(async (request, reply) =>
+    renderPage(request, reply, 'error', { title: 'Not found', heading: 'Not found', message: `There is no console page at ${request.url.split('?')[0]}.` }, 404),
+  );
+  // Every form post carries its CSRF token; checked once the body is parsed.
+  app.addHook('preHandler', (request, reply, done) => {
+    if (request.method === 'POST') app.csrfProtection(request, reply, done);
+    else done();
+  });
+
+  signInRoutes(app, deps);
+  settingsRoutes(app, deps);
+}

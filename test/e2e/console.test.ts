@@ -1,0 +1,288 @@
+/**
+ * The workspace settings console in real Chromium, against the whole service (embedded runtime, in this process,
+ * listening on loopback) and the platform sandbox: sign in, create a key and send with it, pick and map events,
+ * connect through the sandbox's authorize page, see the delivered conversion in Activity, disconnect; plus
+ * isolation between workspaces, CSRF, the sign-in rate limit, and axe-core on every page.
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { eventually, receivedBySandbox, SANDBOX_APP, sandboxControl } from '../helpers/forwarder-rig.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+import { startService, type RunningService } from '../../services/compose/service.js';
+import { loadConfig } from '../../services/shared/config.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { webEvent } from '../helpers/factories.js';
+import { freePort } from '../helpers/ports.js';
+import { openBrowser, screenshot, seriousViolations, type Browser } from './console-browser.js';
+
+const ADMIN = 'console-e2e-admin-token';
+const OWNER = { email: 'owner@acme.example', password: 'acme owner password' };
+const OTHER = { email: 'owner@globex.example', password: 'globex owner password' };
+const MEMBER = { email: 'analyst@acme.example', password: 'acme member password' };
+let sandbox: RunningSandbox;
+let service: RunningService;
+let url: string;
+let admin: AdminClient;
+let browser: Browser;
+let page: Page;
+let ws1: string;
+let ws2: string;
+
+beforeAll(async () => {
+  sandbox = await startSandbox({ port: 0 });
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  const config = loadConfig({
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'console-e2e-')),
+    ADMIN_TOKEN: ADMIN,
+    PUBLIC_BASE_URL: url,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    PLATFORM_API_BASE: sandbox.apiBase,
+    PLATFORM_AUTH_URL: sandbox.authUrl,
+    PLATFORM_APP_ID: SANDBOX_APP.id,
+    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    FORWARDER_LINGER_MS: '30',
+    LOG_LEVEL: 'silent',
+  });
+  service = await startService(config, silentLogger, { inMemoryDb: true });
+  await service.app.listen({ port, host: '127.0.0.1' });
+  admin = adminClient(url, ADMIN);
+  ws1 = (await admin.createWorkspace('Acme shop', 'enterprise')).id;
+  ws2 = (await admin.createWorkspace('Globex', 'enterprise')).id;
+  expect((await admin.call('POST', `/admin/v1/workspaces/${ws1}/members`, { ...OWNER, role: 'owner' })).status).toBe(201);
+  expect((await admin.call('POST', `/admin/v1/workspaces/${ws2}/members`, { ...OTHER, role: 'owner' })).status).toBe(201);
+  expect((await admin.call('POST', `/admin/v1/workspaces/${ws1}/members`, { ...MEMBER, role: 'member' })).status).toBe(201);
+  browser = await openBrowser();
+  page = browser.page;
+});
+afterAll(async () => {
+  await browser?.close();
+  await service?.close();
+  await sandbox?.close();
+});
+
+/** Every page the test visits passes axe-core without serious or critical violations. */
+async function accessible(name: string): Promise<void> {
+  expect(await seriousViolations(page), `axe on ${name}`).toEqual([]);
+  await screenshot(page, name);
+}
+
+async function send(key: string, eventName: string): Promise<void> {
+  const r = await fetch(`${url}/v1/events`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify([webEvent({ event_name: eventName })]),
+  });
+  expect(r.status, await r.text()).toBe(202);
+}
+
+describe('the console in Chromium', () => {
+  let key: string;
+
+  it('signs in with the labelled Email and Password inputs and the Sign in button', async () => {
+    await page.goto(`${url}/console`);
+    await accessible('sign-in');
+    const headers = (await page.request.get(`${url}/console`)).headers();
+    expect(headers['content-security-policy']).toContain("default-src 'none'");
+    expect(headers['content-security-policy']).toContain("script-src 'self'");
+    await page.getByLabel('Email').fill(OWNER.email);
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('do not match');
+    await page.getByLabel('Password').fill(OWNER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('heading', { name: 'Your workspaces' }).waitFor();
+    const cookie = (await browser.context.cookies()).find((c) => c.name === 'console_session')!;
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Lax', path: '/console' });
+    expect(await page.getByRole('link', { name: 'Globex' }).count()).toBe(0);
+    await accessible('workspaces');
+  });
+
+  it('creates a key on the API Key page, shows it once, and the key sends events', async () => {
+    await page.getByRole('link', { name: 'Acme shop' }).click();
+    await page.getByRole('link', { name: 'API Key' }).click();
+    await page.getByLabel('Name').fill('checkout server');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    key = ((await page.locator('#new-key').textContent()) ?? '').trim();
+    expect(key).toMatch(/^evk_live_/);
+    await expect.poll(() => page.getByText('the only time the whole key is shown').count()).toBe(1);
+    await accessible('api-key-created');
+    await send(key, 'purchase');
+    // The list shows the key by its name and start, never whole.
+    await page.goto(`${url}/console/w/${ws1}/api-key`);
+    const row = page.getByRole('row', { name: /checkout server/ });
+    expect(await row.textContent()).toContain(key.slice(0, 12));
+    expect(await page.content()).not.toContain(key);
+    await accessible('api-key');
+  });
+
+  it('revokes a key after a confirmation, and the key is refused', async () => {
+    await page.getByLabel('Name').fill('old web tag');
+    await page.getByLabel('Test').check();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const old = ((await page.locator('#new-key').textContent()) ?? '').trim();
+    expect(old).toMatch(/^evk_test_/);
+    await page.getByRole('link', { name: 'Revoke old web tag' }).click();
+    expect(await page.getByRole('alert').textContent()).toContain('refused (401) within 5 seconds');
+    await accessible('revoke-confirm');
+    await page.getByRole('button', { name: 'Revoke key' }).click();
+    await page.getByText('Key revoked.').waitFor();
+    expect(await page.getByRole('row', { name: /old web tag/ }).textContent()).toContain('revoked');
+    await eventually('the revoked key is refused', async () => {
+      const r = await fetch(`${url}/v1/events`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${old}`, 'content-type': 'application/json' },
+        body: JSON.stringify([webEvent()]),
+      });
+      return r.status === 401;
+    }, 5_000);
+  });
+
+  it('picks the sent event on Forwarding and maps it to a platform event', async () => {
+    // Event names are flushed in batches every few seconds.
+    await eventually('purchase listed', async () => {
+      await page.goto(`${url}/console/w/${ws1}/forwarding`);
+      return (await page.getByLabel('Forward purchase').count()) === 1;
+    }, 10_000);
+    await page.getByLabel('Forward purchase').check();
+    await page.getByLabel('Platform event for purchase').selectOption('CompletePayment');
+    await page.getByLabel('Pixel id').fill('PIXEL123');
+    await page.getByRole('button', { name: 'Save forwarding' }).click();
+    await page.getByText('Forwarding saved: 1 event forwarded.').waitFor();
+    await accessible('forwarding');
+    // On a phone: nothing wider than the screen but the tables' own scroll areas.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    await accessible('forwarding-phone');
+    await page.setViewportSize({ width: 1100, height: 800 });
+    const setup = await admin.call('GET', `/admin/v1/workspaces/${ws1}/forwarding`);
+    expect(setup.body).toMatchObject({ event_source_id: 'PIXEL123', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
+  });
+
+  it('refuses a named event without its platform event, saying what to fix', async () => {
+    await page.getByLabel('Another event name (optional)').fill('sign_up');
+    await page.getByRole('button', { name: 'Save forwarding' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Choose the platform event for "sign_up"');
+  });
+
+  it('connects the ad account through the platform authorize page', async () => {
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    await accessible('connection-disconnected');
+    await page.getByRole('button', { name: 'Connect ad account' }).click();
+    // The sandbox approves at once and sends the browser back to the OAuth callback.
+    await page.getByRole('heading', { name: 'Ad account connected' }).waitFor();
+    expect(page.url()).toContain('/oauth/callback');
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    expect(await page.locator('.badge').first().textContent()).toBe('connected');
+    expect(await page.content()).toContain('America/New_York');
+    await accessible('connection');
+  });
+
+  it('shows the delivered conversion in Activity', async () => {
+    await send(key, 'purchase');
+    await eventually('the sandbox received the conversion', async () => (await receivedBySandbox(sandbox)).length >= 1, 15_000);
+    await page.goto(`${url}/console/w/${ws1}/activity`);
+    const today = new Date().toISOString().slice(0, 10);
+    const row = page.getByRole('row', { name: new RegExp(today) }).first();
+    expect((await row.locator('td').nth(1).textContent())?.trim()).toBe('1');
+    expect(await page.getByText('redriving them from the console comes with the replay operations').count()).toBe(1);
+    await accessible('activity');
+  });
+
+  it('shows a connection revoked at the platform as needing re-authorisation, and reconnects', async () => {
+    await sandboxControl(sandbox, '/revoke-all', {});
+    await send(key, 'purchase');
+    await eventually('needs_reauth', async () => (await admin.call('GET', `/admin/v1/workspaces/${ws1}/connection`)).body.status === 'needs_reauth', 15_000);
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    expect(await page.locator('.badge').first().textContent()).toBe('needs re-authorisation');
+    await accessible('connection-needs-reauth');
+    await page.getByRole('button', { name: 'Reconnect ad account' }).click();
+    await page.getByRole('heading', { name: 'Ad account connected' }).waitFor();
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    expect(await page.locator('.badge').first().textContent()).toBe('connected');
+  });
+
+  it('disconnects after a confirmation that says access must also be removed on the platform', async () => {
+    await page.goto(`${url}/console/w/${ws1}/connection`);
+    await page.getByRole('link', { name: 'Disconnect ad account' }).click();
+    expect(await page.getByRole('alert').textContent()).toContain('Access must also be removed on the platform side');
+    await accessible('disconnect-confirm');
+    await page.getByRole('button', { name: 'Disconnect' }).click();
+    await page.getByText('Ad account disconnected.').waitFor();
+    expect(await page.locator('.badge').first().textContent()).toBe('disconnected');
+    expect((await admin.call('GET', `/admin/v1/workspaces/${ws1}/connection`)).body.status).toBe('disconnected');
+    const audit = await service.db.query<{ actor: string; action: string }>('SELECT actor, action FROM audit_log WHERE workspace_id = $1', [ws1]);
+    expect(audit.rows).toEqual(
+      expect.arrayContaining([
+        { actor: `console:${OWNER.email}`, action: 'api_key.created' },
+        { actor: `console:${OWNER.email}`, action: 'forwarding.updated' },
+        { actor: `console:${OWNER.email}`, action: 'connection.disconnected' },
+      ]),
+    );
+  });
+
+  it('a user of workspace 1 cannot reach workspace 2 by URL, to read or to change', async () => {
+    for (const tab of ['api-key', 'forwarding', 'connection', 'activity']) {
+      const r = await page.goto(`${url}/console/w/${ws2}/${tab}`);
+      expect(r?.status()).toBe(404);
+      expect(await page.content()).not.toContain('Globex');
+    }
+    await accessible('not-found');
+    // Even with a valid CSRF token of the user's own session.
+    await page.goto(`${url}/console/w/${ws1}/api-key`);
+    const token = await page.locator('input[name=_csrf]').first().inputValue();
+    const r = await page.request.post(`${url}/console/w/${ws2}/api-key`, { form: { _csrf: token, name: 'stolen', mode: 'live' } });
+    expect(r.status()).toBe(404);
+    expect((await admin.call('GET', `/admin/v1/workspaces/${ws2}/api-keys`)).body.keys).toEqual([]);
+  });
+
+  it('refuses a form post without its CSRF token', async () => {
+    const before = (await admin.call('GET', `/admin/v1/workspaces/${ws1}/api-keys`)).body.keys.length;
+    const r = await page.request.post(`${url}/console/w/${ws1}/api-key`, { form: { name: 'forged', mode: 'live' } });
+    expect(r.status()).toBe(403);
+    expect(await r.text()).toContain('CSRF');
+    const wrong = await page.request.post(`${url}/console/w/${ws1}/api-key`, { form: { _csrf: 'forged-token', name: 'forged', mode: 'live' } });
+    expect(wrong.status()).toBe(403);
+    expect((await admin.call('GET', `/admin/v1/workspaces/${ws1}/api-keys`)).body.keys.length).toBe(before);
+  });
+
+  it('a member sees the settings read-only and cannot change them', async () => {
+    await browser.context.clearCookies();
+    await page.goto(`${url}/console`);
+    await page.getByLabel('Email').fill(MEMBER.email);
+    await page.getByLabel('Password').fill(MEMBER.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('link', { name: 'Acme shop' }).click();
+    expect(await page.getByRole('button', { name: 'Create key' }).count()).toBe(0);
+    expect(await page.getByText('Only owners of this workspace create or revoke keys.').count()).toBe(1);
+    const token = await page.locator('input[name=_csrf]').first().inputValue();
+    const r = await page.request.post(`${url}/console/w/${ws1}/api-key`, { form: { _csrf: token, name: 'by a member', mode: 'live' } });
+    expect(r.status()).toBe(403);
+    await page.goto(`${url}/console/w/${ws1}/forwarding`);
+    expect(await page.getByRole('button', { name: 'Save forwarding' }).count()).toBe(0);
+  });
+
+  it('signs out, and rate-limits repeated sign-in attempts', async () => {
+    await page.goto(`${url}/console/w/${ws1}/api-key`);
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.getByRole('button', { name: 'Sign in' }).waitFor();
+    expect((await page.goto(`${url}/console/w/${ws1}/api-key`))?.url()).toBe(`${url}/console`);
+    let status = 0;
+    for (let i = 0; i < 12 && status !== 429; i++) {
+      await page.goto(`${url}/console`);
+      await page.getByLabel('Email').fill(OWNER.email);
+      await page.getByLabel('Password').fill(`wrong ${i}`);
+      const [answer] = await Promise.all([page.waitForResponse((r) => r.url().endsWith('/console/sign-in')), page.getByRole('button', { name: 'Sign in' }).click()]);
+      status = answer.status();
+    }
+    expect(status).toBe(429);
+    expect(await page.getByRole('alert').textContent()).toContain('Too many sign-in attempts');
+  });
+});
