@@ -7,6 +7,7 @@
  * Each step does its database work once for the whole batch (arrays in, one statement per step). Non-conversions
  * end as a drop with their reason, so every outcome is counted (stage_records_total).
  */
+import { recordActivity, type ActivityCount } from '../shared/activity.js';
 import { conversionKey } from '../shared/conversion.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { eventIdOf } from '../shared/event-id.js';
@@ -87,7 +88,25 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
         const conversion = built[n]!;
         outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
       });
+      await recordActivity(ctx.sql, droppedConversions(items, outcomes));
       return outcomes;
     },
   };
+}
+
+/**
+ * The console's Activity counts of events that could have been conversions and were dropped, by reason (one
+ * statement per batch). Events that are simply not selected for forwarding (page views...) are not counted there.
+ */
+function droppedConversions(items: readonly EnrichItem[], outcomes: readonly Outcome[]): ActivityCount[] {
+  const counts = new Map<string, { workspaceId: string; key: string; n: number }>();
+  for (const item of items) {
+    const o = outcomes[item.position]!;
+    if (o.type !== 'drop' || o.reason === 'not_selected') continue;
+    const k = `${item.e.workspace_id}\n${o.reason}`;
+    const c = counts.get(k);
+    if (c) c.n++;
+    else counts.set(k, { workspaceId: item.e.workspace_id, key: o.reason, n: 1 });
+  }
+  return [...counts.values()].map((c) => ({ ...c, kind: 'dropped' as const }));
 }

@@ -182,7 +182,8 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
     try {
       const started = await deps.flow.start(a.ws.workspaceId);
       await audit(deps.db, a.ws.workspaceId, 'connection.started', {}, actorOf(a.user));
-      return reply.header('cache-control', 'no-store').redirect(started.authorizeUrl, 303);
+      // Through the service's own connect link: it binds the flow to this browser (a cookie), then goes on to the platform.
+      return reply.header('cache-control', 'no-store').redirect(started.startUrl, 303);
     } catch (err) {
       if (!(err instanceof PlatformNotConfiguredError)) throw err;
       return connectionPage(request, reply, a, { error: err.message }, 503);
