@@ -304,7 +304,11 @@ export class EventClient {
         return;
       }
       this.#stats.retries++;
-      await this.#sleep(delay);
+      if (!(await this.#sleep(delay))) {
+        // shutdown() began and its deadline falls before the wait is over: retrying early would ignore Retry-After.
+        this.#report(new DeliveryError('shutdown', `shut down before ${batch.length} events were delivered: ${why}`, batch.map((q) => q.event)));
+        return;
+      }
     }
   }
 
@@ -377,15 +381,22 @@ export class EventClient {
     return ceiling / 2 + jitter(ceiling / 2);
   }
 
-  /** Sleeps, or less when shutdown() begins (so a long Retry-After does not hold a shutdown past its deadline). */
-  #sleep(ms: number): Promise<void> {
+  /**
+   * Sleeps; resolves false when cut short because shutdown() began with a deadline before the end of the wait (a
+   * long Retry-After must not hold a shutdown past its deadline, and must not be cut short either).
+   */
+  #sleep(ms: number): Promise<boolean> {
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done() {
+      const end = Date.now() + ms;
+      const timer = setTimeout(() => finish(true), ms);
+      const finish = (slept: boolean) => {
         clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = done;
+        this.#wake = undefined;
+        resolve(slept);
+      };
+      this.#wake = () => {
+        if (end > this.#deadline) finish(false);
+      };
     });
   }
 }

@@ -187,6 +187,36 @@ describe('retries', () => {
     expect(c.stats.delivered).toBe(5);
   }, 120_000);
 
+  it.each([
+    ['waits out Retry-After, then delivers', 10_000, 'delivered'],
+    ['hands the events back when its deadline falls inside Retry-After, without retrying early', 300, 'shutdown'],
+  ])('shutdown during a Retry-After wait %s', async (_name, timeoutMs, expected) => {
+    const { ws, key } = await workspace();
+    const { c, errors } = client(key, { flushIntervalMs: 60_000 });
+    const from = proxy.seen.length;
+    proxy.plan = (n) => (n === from ? { status: 429, retryAfter: '2' } : 'pass');
+    try {
+      const k = c.track(event());
+      const flushing = c.flush();
+      while (since(from).length === 0 || since(from)[0]!.status === 0) await new Promise((r) => setTimeout(r, 5));
+      const { undelivered } = await c.shutdown({ timeoutMs });
+      await flushing;
+      const reqs = since(from);
+      if (expected === 'delivered') {
+        mustArrive.get(ws)!.add(k);
+        expect(errors).toEqual([]);
+        expect(reqs.map((r) => r.status)).toEqual([429, 202]);
+        expect(reqs[1]!.at - reqs[0]!.at).toBeGreaterThanOrEqual(1950);
+      } else {
+        expect(reqs.map((r) => r.status)).toEqual([429]);
+        expect(undelivered.map((e) => e.event_metadata.idempotency_key)).toEqual([k]);
+        expect(errors.map((e) => e.reason)).toEqual(['shutdown']);
+      }
+    } finally {
+      proxy.plan = () => 'pass';
+    }
+  });
+
   it('a kill -9 and restart of the service in the middle of a batch: nothing lost, nothing accepted twice', async () => {
     const { ws, key } = await workspace();
     const { c, errors } = client(key, { maxBatchEvents: 100, flushIntervalMs: 10, retry: { baseDelayMs: 50, maxDelayMs: 500 } });
