@@ -23,12 +23,13 @@ import { flushTableStore, purgeStore, tableStoreTransaction } from './table-stor
 
 /** Advisory lock class of embedded stage batches (the second key is the stage's name). */
 const STAGE_LOCK_CLASS = 7_312_405;
-const MIN_BATCH = 16;
+/** The smallest batch the size adapts down to: below it a batch's fixed statements cost more than its records. */
+const MIN_BATCH = 100;
 
 export interface RunnerOptions {
   /** Most records in one batch (default 500). */
   readonly batchSize?: number;
-  /** Target duration of one batch's transaction (default 100 ms): the batch size adapts to it. */
+  /** Target duration of one batch's transaction (default 250 ms): the batch size adapts to it. */
   readonly maxBatchMs?: number;
   readonly idleWaitMs?: number;
   /** How often the runner purges expired entries of the stage's store (when it declares retentionMs). */
@@ -139,12 +140,16 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     return result.length;
   }
 
-  /** Sizes the next batch to take about maxBatchMs at the rate this one ran. */
+  /**
+   * Moves the next batch's size halfway towards the size that would have taken maxBatchMs at this batch's pace. Only
+   * full batches say something about the pace (a drained input gives short batches); the floor keeps a slow machine
+   * from shrinking batches until their fixed statements dominate.
+   */
   private adapt(elapsedMs: number, records: number): void {
+    if (records < this.size) return;
     const max = this.opts.batchSize ?? 500;
-    const perRecord = elapsedMs / records;
-    const target = Math.floor((this.opts.maxBatchMs ?? 100) / Math.max(perRecord, 0.001));
-    this.size = Math.max(MIN_BATCH, Math.min(max, target));
+    const suggested = Math.floor((this.size * (this.opts.maxBatchMs ?? 250)) / Math.max(elapsedMs, 1));
+    this.size = Math.max(Math.min(MIN_BATCH, max), Math.min(max, Math.round((this.size + suggested) / 2)));
   }
 
   private inputOf(stored: StoredRecord<V>): InputRecord<V> {
