@@ -7,8 +7,8 @@ import type { Db } from './db/db.js';
 import { openDatabase } from './db/open.js';
 import { registry } from './metrics.js';
 import { watchForScrape, refreshScrapeGauges } from './metrics-scrape.js';
-import { appendInTransaction } from './runtime/embedded-log.js';
-import { commitOffset } from './runtime/embedded-offsets.js';
+import { appendInTransaction } from '../stream/embedded/log.js';
+import { commitOffset } from '../stream/embedded/offsets.js';
 import { Topics, type TopicName } from './topics.js';
 
 let db: Db;

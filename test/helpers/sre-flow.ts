@@ -7,6 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from './forwarder-rig.js';
 import type { RunningSandbox } from '../sandbox/server.js';
+import { newBrowser } from './browser.js';
 import { adminClient } from './admin-client.js';
 import { webEvent } from './factories.js';
 import type { RunningPrometheus } from './prometheus.js';
@@ -57,8 +58,8 @@ export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, pr
 
   expectStatus('forwarding setup', (await admin.call('PUT', `/admin/v1/workspaces/${workspace}/forwarding`, { ...SETUP, test_event_code: undefined })).status, 200);
   const started = await admin.call('POST', `/admin/v1/workspaces/${workspace}/connection`);
-  const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-  expectStatus('OAuth callback', (await fetch(consent.headers.get('location')!)).status, 200);
+  // A browser: the connect link binds the flow with a cookie, which the callback needs.
+  expectStatus('OAuth callback', (await newBrowser().open(started.body.authorize_url)).status, 200);
 
   await sandboxControl(sandbox, '/faults', { events: [{ http_status: 503, times: 2 }, { code: 40001, times: 1 }] });
   expectStatus('first batch', (await post([webEvent(), webEvent()])).status, 202);
