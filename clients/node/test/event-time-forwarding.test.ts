@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../../../test/helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../../../test/sandbox/server.js';
+import { newBrowser } from '../../../test/helpers/browser.js';
 import { adminClient } from '../../../test/helpers/admin-client.js';
 import { TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../../../test/helpers/service-process.js';
 import { runTemplate } from '../../sgtm/test/harness.js';
@@ -33,9 +34,8 @@ beforeAll(async () => {
   const ws = (await admin.createWorkspace('event-time')).id;
   key = (await admin.createKey(ws, 'live')).key;
   const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-  const consent = await fetch(started.body.authorize_url, { redirect: 'manual' });
-  const callback = new URL(consent.headers.get('location')!);
-  expect((await fetch(`${svc.url}${callback.pathname}${callback.search}`)).status).toBe(200);
+  // A browser: the connect link binds the flow with a cookie, which the callback needs.
+  expect((await newBrowser().open(started.body.authorize_url)).status).toBe(200);
   const setup = await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, {
     event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
     events: [{ name: 'purchase', platform_event: 'CompletePayment' }],

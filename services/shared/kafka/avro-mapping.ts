@@ -128,7 +128,9 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
       consent: { ad_user_data: consent.ad_user_data, ad_personalization: consent.ad_personalization },
       ...(properties_json === null ? {} : { properties: JSON.parse(properties_json) }),
     };
-    return { ...(a as Omit<ConversionReady, 'record'>), record: out };
+    // request_id is optional (records written before it have none): absent, not null, as the service builds them.
+    const { request_id, ...conversion } = a as Omit<ConversionReady, 'record'>;
+    return { ...conversion, ...(request_id === null || request_id === undefined ? {} : { request_id }), record: out };
   },
 };
 

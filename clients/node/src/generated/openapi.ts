@@ -521,7 +521,37 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    after?: string;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items?: {
+                                id?: string;
+                                name?: string;
+                                plan?: string;
+                                created_at?: string;
+                            }[];
+                            next?: string | null;
+                        };
+                    };
+                };
+            };
+        };
         put?: never;
         post: {
             parameters: {
@@ -658,7 +688,20 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            keys?: {
+                                id?: string;
+                                name?: string;
+                                mode?: string;
+                                start?: string;
+                                created_at?: string;
+                                last_used_at?: string | null;
+                                revoked_at?: string | null;
+                                revoked?: boolean;
+                            }[];
+                        };
+                    };
                 };
             };
         };
@@ -677,6 +720,7 @@ export interface paths {
                     "application/json": {
                         /** @enum {string} */
                         mode: "live" | "test";
+                        name?: string;
                     };
                 };
             };
@@ -691,6 +735,87 @@ export interface paths {
                             id?: string;
                             key?: string;
                             mode?: string;
+                            name?: string;
+                            created_at?: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/members": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items?: {
+                                id?: string;
+                                email?: string;
+                                role?: string;
+                                created_at?: string;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: email */
+                        email: string;
+                        password: string;
+                        /** @enum {string} */
+                        role: "owner" | "member";
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            email?: string;
+                            role?: string;
                         };
                     };
                 };
@@ -791,7 +916,8 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        event_source: string;
+                        /** @enum {string} */
+                        event_source: "WEB" | "APP" | "OFFLINE" | "CRM";
                         event_source_id: string;
                         /** @enum {string} */
                         pii_mode: "hashed" | "none";
@@ -799,7 +925,8 @@ export interface paths {
                         test_event_code?: string | null;
                         events: {
                             name: string;
-                            platform_event: string;
+                            /** @enum {string} */
+                            platform_event: "AddPaymentInfo" | "AddToCart" | "AddToWishlist" | "ApplicationApproval" | "CompleteRegistration" | "Contact" | "CustomizeProduct" | "Download" | "FindLocation" | "InitiateCheckout" | "Lead" | "Purchase" | "Schedule" | "Search" | "StartTrial" | "SubmitApplication" | "Subscribe" | "ViewContent" | "ClickButton" | "CompletePayment" | "PlaceAnOrder" | "SubmitForm";
                         }[];
                     };
                 };
@@ -954,6 +1081,39 @@ export interface paths {
                 };
             };
         };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/oauth/start": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
