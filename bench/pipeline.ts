@@ -117,12 +117,19 @@ async function connect(base: string, controlAuthorize: (url: string) => Promise<
   throw new Error('the OAuth connection did not become connected');
 }
 
-/** Follows the authorize redirect like a browser: the sandbox approves and sends us to the service's callback. */
+/**
+ * Follows the connect link like a browser: the service's start link binds the flow with a cookie and sends us to the
+ * sandbox, which approves and sends us back to the service's callback, cookie included.
+ */
 async function authorize(url: string): Promise<void> {
-  const consent = await fetch(url, { redirect: 'manual' });
+  const opened = await fetch(url, { redirect: 'manual' });
+  const platformPage = opened.headers.get('location');
+  if (opened.status !== 302 || !platformPage) throw new Error(`the connect link answered ${opened.status}`);
+  const cookie = opened.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
+  const consent = await fetch(platformPage, { redirect: 'manual' });
   const callback = consent.headers.get('location');
   if (consent.status !== 302 || !callback) throw new Error(`the authorize page answered ${consent.status}`);
-  const page = await fetch(callback);
+  const page = await fetch(callback, { headers: { cookie } });
   if (page.status !== 200) throw new Error(`the OAuth callback answered ${page.status}: ${await page.text()}`);
 }
 

@@ -237,22 +237,37 @@ export class ConnectionRepo {
    * null when the generation moved on (a reconnect happened meanwhile: nothing changed).
    */
   async markNeedsReauth(workspaceId: string, generation: number, reason: string): Promise<number | null> {
+    return this.park(workspaceId, generation, reason, { code: null, dropTokens: true, action: 'connection.needs_reauth' });
+  }
+
+  /**
+   * Moves a connected connection to needs_reauth (its leases and backoff cleared) and audits it, in one
+   * transaction; its outbox rows stay, parked. Returns how many are parked, or null when the generation moved on.
+   */
+  private async park(
+    workspaceId: string,
+    generation: number,
+    reason: string,
+    how: { code: string | null; dropTokens: boolean; action: string },
+  ): Promise<number | null> {
     return this.db.transaction(async (tx) => {
+      const tokens = how.dropTokens ? 'access_token_enc = NULL, refresh_token_enc = NULL, refresh_due_at = NULL,' : '';
       const r = await tx.query(
-        `UPDATE connections SET status = 'needs_reauth', status_reason = $3, access_token_enc = NULL,
-                refresh_token_enc = NULL, refresh_due_at = NULL, refresh_lease_owner = NULL, refresh_lease_until = NULL,
+        `UPDATE connections SET status = 'needs_reauth', status_code = $4, status_reason = $3, ${tokens}
+                refresh_lease_owner = NULL, refresh_lease_until = NULL,
                 send_lease_owner = NULL, send_lease_until = NULL, send_failures = 0, send_not_before = NULL,
                 updated_at = now()
          WHERE workspace_id = $1 AND generation = $2 AND status = 'connected'
          RETURNING workspace_id`,
-        [workspaceId, generation, reason],
+        [workspaceId, generation, reason, how.code],
       );
       if (r.rows.length === 0) return null;
-      await audit(tx, workspaceId, 'connection.needs_reauth', { reason });
+      await audit(tx, workspaceId, how.action, { reason });
       const n = await tx.query<{ n: unknown }>('SELECT count(*) AS n FROM forward_outbox WHERE workspace_id = $1', [workspaceId]);
       return toNumber(n.rows[0]!.n);
     });
   }
+
 
   /**
    * Disconnect, in one transaction: status disconnected, tokens deleted, a new generation (in-flight work cannot
@@ -488,19 +503,10 @@ export class ConnectionRepo {
    */
   async markCredentialsUnreadable(workspaceId: string, generation: number, why: string): Promise<number | null> {
     const reason = `stored credentials cannot be opened with CREDENTIALS_KEY (${why}): restore the key that sealed them and restart, or connect again`;
-    const parked = await this.db.transaction(async (tx) => {
-      const r = await tx.query(
-        `UPDATE connections SET status = 'needs_reauth', status_code = '${CREDENTIALS_UNREADABLE}', status_reason = $3,
-                refresh_lease_owner = NULL, refresh_lease_until = NULL, send_lease_owner = NULL, send_lease_until = NULL,
-                send_failures = 0, send_not_before = NULL, updated_at = now()
-         WHERE workspace_id = $1 AND generation = $2 AND status = 'connected'
-         RETURNING workspace_id`,
-        [workspaceId, generation, reason],
-      );
-      if (r.rows.length === 0) return null;
-      await audit(tx, workspaceId, 'connection.credentials_unreadable', { reason });
-      const n = await tx.query<{ n: unknown }>('SELECT count(*) AS n FROM forward_outbox WHERE workspace_id = $1', [workspaceId]);
-      return toNumber(n.rows[0]!.n);
+    const parked = await this.park(workspaceId, generation, reason, {
+      code: CREDENTIALS_UNREADABLE,
+      dropTokens: false,
+      action: 'connection.credentials_unreadable',
     });
     if (parked !== null) this.onUnreadable?.(workspaceId, parked, reason);
     return parked;

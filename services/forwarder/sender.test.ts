@@ -228,19 +228,22 @@ describe('ForwardSender', () => {
   it('one slow account does not stall the others', async () => {
     const slow = await connected();
     const fast = await connected();
-    await sandboxControl(rig.sandbox, '/faults', { events: [{ delay_ms: 1_500 }] });
+    await sandboxControl(rig.sandbox, '/faults', { events: [{ delay_ms: 1_800 }] }); // under the rig's 2 s request timeout
     const s = conversion(slow);
     const f = conversion(fast);
     await rig.append([s]);
     await intake().drain();
-    const slowDrain = sender().drain(slow);
+    let slowDone = false;
+    const slowDrain = sender()
+      .drain(slow)
+      .finally(() => (slowDone = true));
     await eventually('the slow call is out', async () => (await rig.db.query(`SELECT 1 FROM connections WHERE workspace_id = $1 AND send_lease_owner IS NOT NULL`, [slow])).rows.length > 0);
     await new Promise((r) => setTimeout(r, 100));
     await rig.append([f]);
     await intake().drain();
-    const started = Date.now();
     await sender().drain(fast);
-    expect(Date.now() - started).toBeLessThan(1_000);
+    // The fast account was served while the slow call was still out (no wall-clock window to miss on a busy CI).
+    expect(slowDone).toBe(false);
     expect(await receivedIds([s.event_id, f.event_id])).toEqual([f.event_id]);
     await slowDrain;
     expect(await receivedIds([s.event_id, f.event_id])).toEqual([f.event_id, s.event_id]);

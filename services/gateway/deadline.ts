@@ -28,6 +28,7 @@ declare module 'fastify' {
 }
 
 const FIRST_BYTE = Symbol('firstByteAt');
+const ORIGINAL = Symbol('originalOnMessageBegin');
 type TimedSocket = Socket & { [FIRST_BYTE]?: number; parser?: Record<PropertyKey, unknown> & { constructor: { kOnMessageBegin?: number } } };
 
 /** Records, per socket, the epoch ms at which the parser began the current request. */
@@ -39,11 +40,14 @@ function trackFirstByte(app: FastifyInstance): void {
     const parser = socket.parser;
     const slot = parser?.constructor.kOnMessageBegin;
     if (parser === undefined || typeof slot !== 'number') return;
-    const previous = parser[slot];
-    parser[slot] = function onMessageBegin(this: unknown, ...args: unknown[]) {
+    // NOTE: Node reuses parsers across connections: unwrap our own hook of a previous connection, never stack them.
+    const current = parser[slot] as (((...a: unknown[]) => unknown) & { [ORIGINAL]?: unknown }) | null | undefined;
+    const original = typeof current === 'function' && ORIGINAL in current ? current[ORIGINAL] : current;
+    const hook = function onMessageBegin(this: unknown, ...args: unknown[]) {
       socket[FIRST_BYTE] = Date.now();
-      return typeof previous === 'function' ? (previous as (...a: unknown[]) => unknown).apply(this, args) : undefined;
+      return typeof original === 'function' ? (original as (...a: unknown[]) => unknown).apply(this, args) : undefined;
     };
+    parser[slot] = Object.assign(hook, { [ORIGINAL]: original });
   });
 }
 

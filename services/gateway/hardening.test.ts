@@ -226,6 +226,23 @@ describe('over a real socket: oversized requests get answers a common client can
     expect(body.status).toBe(431);
   });
 
+  it('a request that is not HTTP → 400 problem document, connection closed', async () => {
+    const { connect } = await import('node:net');
+    const u = new URL(base);
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(u.port), u.hostname, () => socket.write('GARBAGE /\x00 NOT-HTTP\r\n\r\n'));
+      let raw = '';
+      socket.setEncoding('utf8');
+      socket.on('data', (d: string) => (raw += d));
+      socket.on('close', () => resolve(raw));
+      socket.on('error', reject);
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /);
+    expect(answer).toMatch(/\r\ncontent-type: application\/problem\+json\r\n/i);
+    const doc = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4));
+    expect(doc).toMatchObject({ type: 'http://ingest.test/problems/bad-request', status: 400 });
+  });
+
   it('the service answers normally afterwards', async () => {
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
   });

@@ -32,6 +32,17 @@ describe('GET /admin/v1/workspaces', () => {
   });
 });
 
+describe('workspace names', () => {
+  it.each([' ', '   ', '\t\n'])('a name of only white space (%j) is refused with 400, on create and on rename', async (name) => {
+    const created = await call('POST', '/admin/v1/workspaces', { name });
+    expect(created.statusCode).toBe(400);
+    expect(created.json().detail).toContain('name');
+    const ws = (await call('POST', '/admin/v1/workspaces', { name: 'renamed' })).json().id;
+    const renamed = await t.app.inject({ method: 'PATCH', url: `/admin/v1/workspaces/${ws}`, headers: auth, payload: { name } });
+    expect(renamed.statusCode).toBe(400);
+  });
+});
+
 describe('API keys', () => {
   it('carry a name, a creation time and a last-used time updated by use', async () => {
     const ws = (await call('POST', '/admin/v1/workspaces', { name: 'keys', plan: 'enterprise' })).json().id;
