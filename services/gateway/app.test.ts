@@ -7,7 +7,7 @@ import { sgtmEvent, serverEvent, sha256, webEvent } from '../../test/helpers/fac
 import { ADMIN, buildTestApp, topicRows, type TestApp } from '../../test/helpers/in-process.js';
 import type { EventEnvelope } from '../shared/envelope.js';
 import { Topics } from '../shared/topics.js';
-import { buildApp } from '../app.js';
+import { buildApp } from '../compose/app.js';
 import { silentLogger } from '../shared/logger.js';
 import { ApiKeyVerifier, CACHE_TTL_MS } from './auth/api-key-verifier.js';
 import { createRateLimiter } from './rate-limit.js';
