@@ -43,6 +43,7 @@ import {
   type Child,
   type ServiceChild,
 } from './lib/proc.js';
+import { connectLikeABrowser } from '../test/sandbox/connect.js';
 import { summariseFile } from './lib/profile-summary.js';
 import { PROFILES_DIR, round, type BenchResult } from './lib/results.js';
 
@@ -117,20 +118,10 @@ async function connect(base: string, controlAuthorize: (url: string) => Promise<
   throw new Error('the OAuth connection did not become connected');
 }
 
-/**
- * Follows the connect link like a browser: the service's start link binds the flow with a cookie and sends us to the
- * sandbox, which approves and sends us back to the service's callback, cookie included.
- */
+/** Connects like a browser through the service's connect link (test/sandbox/connect.ts); the callback must say yes. */
 async function authorize(url: string): Promise<void> {
-  const opened = await fetch(url, { redirect: 'manual' });
-  const platformPage = opened.headers.get('location');
-  if (opened.status !== 302 || !platformPage) throw new Error(`the connect link answered ${opened.status}`);
-  const cookie = opened.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-  const consent = await fetch(platformPage, { redirect: 'manual' });
-  const callback = consent.headers.get('location');
-  if (consent.status !== 302 || !callback) throw new Error(`the authorize page answered ${consent.status}`);
-  const page = await fetch(callback, { headers: { cookie } });
-  if (page.status !== 200) throw new Error(`the OAuth callback answered ${page.status}: ${await page.text()}`);
+  const page = await connectLikeABrowser(url);
+  if (page.status !== 200) throw new Error(`the OAuth callback answered ${page.status}: ${page.html}`);
 }
 
 /** Starts the stages' consumer groups (with this run's prefix) at the current end of their topics. */

@@ -10,6 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connectLikeABrowser } from './connect.js';
 import { startSandbox } from './server.js';
 import { startService } from '../../services/compose/service.js';
 import { loadConfig } from '../../services/shared/config.js';
@@ -84,16 +85,8 @@ async function main(): Promise<number> {
 
     const { authorize_url: authorizeUrl } = await admin('POST', `/admin/v1/workspaces/${ws.id}/connection`);
     say(`4. connect          ${authorizeUrl.split('?')[0]}?…`);
-    // As a browser does: the start link binds the flow to this "browser" (a cookie), then the platform's page.
-    const opened = await fetch(authorizeUrl, { redirect: 'manual' });
-    const platformPage = opened.headers.get('location');
-    if (opened.status !== 302 || !platformPage) throw new Error(`the connect link answered ${opened.status}`);
-    const cookie = opened.headers.getSetCookie().map((c) => c.split(';')[0]).join('; ');
-    const consent = await fetch(platformPage, { redirect: 'manual' });
-    const callback = consent.headers.get('location');
-    if (consent.status !== 302 || !callback) throw new Error(`the authorize page answered ${consent.status}`);
-    const page = await fetch(callback, { headers: { cookie } });
-    const title = /<h1>([^<]*)<\/h1>/.exec(await page.text())?.[1] ?? `HTTP ${page.status}`;
+    const page = await connectLikeABrowser(authorizeUrl);
+    const title = /<h1>([^<]*)<\/h1>/.exec(page.html)?.[1] ?? `HTTP ${page.status}`;
     const conn = await admin('GET', `/admin/v1/workspaces/${ws.id}/connection`);
     say(`   callback page    "${title}"`);
     say(`   connection       ${conn.status}, advertiser ${conn.advertiser_id}, time zone ${conn.time_zone}, token expires ${conn.access_expires_at}`);
