@@ -161,7 +161,10 @@ describe('forwarding', () => {
     const ws = (await admin.createWorkspace('late')).id;
     const c = conversion(ws);
     await append([c]);
-    await new Promise((r) => setTimeout(r, 300));
+    // Filed into the outbox (parked until the workspace connects), and not sent.
+    await eventually('the conversion is parked in the outbox', async () =>
+      (await service.db.query('SELECT 1 FROM forward_outbox WHERE workspace_id = $1', [ws])).rows.length > 0,
+    );
     expect((await receivedCount([c.event_id])).get(c.event_id)).toBe(0);
     await connectOverHttp(ws);
     await deliveredOnce([c.event_id]);
@@ -302,7 +305,8 @@ describe('disconnecting', () => {
 
     const after = [conversion(ws)];
     await append(after);
-    await new Promise((r) => setTimeout(r, 800));
+    // The intake has judged the new one (dropped: disconnected) before anything is checked.
+    await eventually('the conversion after the disconnect is dropped', async () => (await conversionsCounted({ outcome: 'dropped', code: 'disconnected' })) >= 3);
     expect([...(await receivedCount([...queued, ...after].map((c) => c.event_id))).values()]).toEqual([0, 0, 0]);
     expect(await conversionsCounted({ outcome: 'dropped', code: 'disconnected' })).toBe(3);
   });

@@ -83,13 +83,16 @@ describe('forwarder: kill -9 mid-batch', () => {
     // 3. A slow platform keeps a batch on the wire most of the time; kill -9 while one is.
     await sandboxControl(sandbox, '/faults', { events: [{ delay_ms: 300, times: 10_000 }] });
     const second = await start(dataDir);
-    const seen = await eventually('two batches delivered', async () => {
+    await eventually('two batches delivered', async () => {
       const n = (await receivedBySandbox(sandbox)).length;
       return n >= 2 * BATCH ? n : false;
     }, 30_000);
-    await eventually('the next batch is on the wire', async () => (await receivedBySandbox(sandbox)).length > seen, 10_000);
-    await new Promise((r) => setTimeout(r, 100));
+    // A batch is on the wire when the platform holds a whole request in its delay, not answered yet: kill then.
+    const delayedEvents = async () => (await sandboxControl(sandbox, '/delayed')).delayed.events ?? 0;
+    await eventually('a batch is on the wire', async () => (await delayedEvents()) > 0, 10_000);
     await second.kill();
+    // Proof that the kill landed mid-batch: the request it sent is still held by the platform (300 ms), unanswered.
+    expect(await delayedEvents()).toBeGreaterThan(0);
     const receivedAtKill = (await receivedBySandbox(sandbox)).length;
     const ledgered = await withStore(dataDir, async (db) =>
       (await db.query<{ event_id: string }>('SELECT event_id FROM forward_sent WHERE workspace_id = $1', [ws])).rows.map((r) => r.event_id),
@@ -120,6 +123,9 @@ describe('forwarder: kill -9 mid-batch', () => {
     const counts = new Map<string, number>();
     for (const e of received) counts.set(e.event_id, (counts.get(e.event_id) ?? 0) + 1);
     const repeated = [...counts.entries()].filter(([, n]) => n > 1);
+    // The batch on the wire at the kill reached the platform (it held the whole request) but not the ledger: it is
+    // sent again after the restart, with the same event_ids. Nothing else is.
+    expect(repeated.length).toBeGreaterThan(0);
     expect(repeated.length).toBeLessThanOrEqual(BATCH);
     expect(repeated.every(([, n]) => n === 2)).toBe(true);
     // ... and only conversions the ledger had not recorded at the kill (the batch that was on the wire).

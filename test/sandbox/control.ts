@@ -118,6 +118,8 @@ export function registerControlRoutes(app: FastifyInstance, state: SandboxState)
   app.get(`${p}/revocations`, async () => ({ count: state.revocations.length, revocations: state.revocations }));
 
   app.get(`${p}/faults`, async () => ({ faults: state.faults }));
+  // Calls held in a delay fault at this moment, per endpoint (a test can kill its client while one is on the wire).
+  app.get(`${p}/delayed`, async () => ({ delayed: state.delayed }));
   app.post(`${p}/faults`, async (request, reply) => {
     const parsed = parseFaults(request.body);
     if (!parsed.ok) return badRequest(reply, parsed.error);

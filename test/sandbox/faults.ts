@@ -99,7 +99,14 @@ export async function applyFault(
 ): Promise<boolean> {
   const fault = takeFault(state, key);
   if (!fault) return false;
-  if (fault.delay_ms) await sleep(fault.delay_ms);
+  if (fault.delay_ms) {
+    state.delayed[key] = (state.delayed[key] ?? 0) + 1;
+    try {
+      await sleep(fault.delay_ms);
+    } finally {
+      state.delayed[key]! -= 1;
+    }
+  }
   if (fault.http_status === undefined && fault.code === undefined) return false;
   const httpStatus = fault.http_status ?? 200;
   const code = fault.code ?? defaultCodeFor(httpStatus);

@@ -130,6 +130,8 @@ export interface SandboxState {
   calls: CallLogEntry[];
   revocations: RevocationRecord[];
   faults: Record<FaultKey, Fault[]>;
+  /** Calls held in a delay fault right now, per endpoint: a request that arrived whole and is not answered yet. */
+  delayed: Record<string, number>;
   requestSeq: number;
 }
 
@@ -175,6 +177,7 @@ export function createState(opts: SandboxOptions = {}): SandboxState {
     calls: [],
     revocations: [],
     faults: emptyFaults(),
+    delayed: {},
     requestSeq: 0,
   };
 }
