@@ -4,10 +4,10 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { freePorts } from '../../test/sandbox/ports.js';
 import type { LoadResult, LoadSpec } from './load-worker.js';
 
 /** dist/bench/lib → the repository root. */
@@ -27,17 +27,6 @@ export const LOAD_CPU = 1;
 export function pinnedCommand(cpu: number | undefined, args: readonly string[]): { cmd: string; args: string[] } {
   if (cpu !== undefined && hasTaskset()) return { cmd: 'taskset', args: ['-c', String(cpu), ...args] };
   return { cmd: args[0]!, args: args.slice(1) };
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => res(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
 }
 
 export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -111,8 +100,7 @@ export interface ServiceStart {
 }
 
 export async function startServiceChild(opts: ServiceStart): Promise<ServiceChild> {
-  const port = await freePort();
-  const metricsPort = await freePort();
+  const [port, metricsPort] = (await freePorts(2)) as [number, number];
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'bench-svc-'));
   const env: Record<string, string> = {
     PORT: String(port),

@@ -17,7 +17,7 @@ import { loadConfig } from '../../services/shared/config.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { webEvent } from '../helpers/factories.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 import { openBrowser, screenshot, seriousViolations, type Browser } from './console-browser.js';
 
 const ADMIN = 'console-e2e-admin-token';

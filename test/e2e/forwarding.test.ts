@@ -21,7 +21,7 @@ import { registry } from '../../services/shared/metrics.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 
 const ADMIN = 'forwarding-e2e-admin-token';
 let sandbox: RunningSandbox;

@@ -12,7 +12,7 @@ import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { sha256 } from '../helpers/factories.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 import { expressionProblems, metricNames, ruleExpressions, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { REPO_ROOT, startServiceProcess, TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
 import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { freePort } from './ports.js';
+import { freePort } from '../sandbox/ports.js';
 import { REPO_ROOT } from './service-process.js';
 
 export const RULES_DIR = join(REPO_ROOT, 'ops', 'prometheus', 'rules');

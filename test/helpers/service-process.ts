@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { freePort } from './ports.js';
+import { freePorts } from '../sandbox/ports.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
 export const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789';
@@ -33,8 +33,7 @@ export interface StartOptions {
 }
 
 export async function startServiceProcess(opts: StartOptions = {}): Promise<ServiceProcess> {
-  const port = await freePort();
-  const metricsPort = await freePort();
+  const [port, metricsPort] = (await freePorts(2)) as [number, number];
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'evsvc-'));
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',

@@ -16,7 +16,7 @@ import { Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
 import { fromA, keyed } from '../helpers/envelopes.js';
 import { infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../helpers/infra.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 
 let kit: KafkaKit;
 let log: KafkaEventLog;

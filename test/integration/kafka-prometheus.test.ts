@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { Topics } from '../../services/shared/topics.js';
 import { freshDatabase, infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../helpers/infra.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 import { expressionProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import type { ServiceProcess } from '../helpers/service-process.js';
 import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';

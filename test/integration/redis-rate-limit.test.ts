@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webEvent } from '../helpers/factories.js';
 import { buildTestApp, type TestApp } from '../helpers/in-process.js';
-import { freePort } from '../helpers/ports.js';
+import { freePort } from '../sandbox/ports.js';
 
 let redis: ChildProcess;
 let port: number;

@@ -7,10 +7,10 @@
  */
 import { randomBytes, createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connectLikeABrowser } from './connect.js';
+import { freePort } from './ports.js';
 import { startSandbox } from './server.js';
 import { startService } from '../../services/compose/service.js';
 import { loadConfig } from '../../services/shared/config.js';
@@ -18,17 +18,6 @@ import { createLogger } from '../../services/shared/logger.js';
 
 const sha256 = (s: string): string => createHash('sha256').update(s).digest('hex');
 const say = (line: string): void => void process.stdout.write(`${line}\n`);
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => resolve(typeof addr === 'object' && addr ? addr.port : 0));
-    });
-  });
-}
 
 async function main(): Promise<number> {
   const dataDir = mkdtempSync(join(tmpdir(), 'event-forwarder-demo-'));
