@@ -63,6 +63,9 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     loggerInstance: deps.logger as FastifyBaseLogger,
     logController: new LogController({ disableRequestLogging: true }),
     genReqId: () => newRequestId(),
+    // A property the schema does not know is an error, not silently dropped: a misspelt `dryrun` must not start a
+    // real replay, nor a misspelt setting be saved as its default.
+    ajv: { customOptions: { removeAdditional: false } },
     bodyLimit: LIMITS.maxBodyBytes,
     // Slow-loris guard: an idle socket is closed; the per-request deadline is in gateway/deadline.ts.
     connectionTimeout: 10_000,

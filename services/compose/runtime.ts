@@ -13,7 +13,7 @@ import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
 import { AvroSerde } from '../shared/kafka/serde.js';
 import type { Logger } from '../shared/logger.js';
-import { TOPIC_SPECS } from '../shared/topics.js';
+import { topicSpecs } from '../shared/topics.js';
 import { EmbeddedLog } from '../stream/embedded/log.js';
 import { startRetention } from '../stream/embedded/retention.js';
 import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
@@ -21,6 +21,13 @@ import { KafkaStageRunner } from '../stream/kafka/runner.js';
 import { DeadLetterRelay } from '../stream/kafka/dlq-relay.js';
 import { KafkaEventLog } from '../stream/kafka/log.js';
 import type { EventLogProducer } from '../stream/log.js';
+import { EmbeddedRangeReader } from '../stream/embedded/range-reader.js';
+import { KafkaRangeReader } from '../stream/kafka/range-reader.js';
+import type { RangeReader } from '../stream/range.js';
+import { toNumber } from '../shared/db/db.js';
+import { Topics } from '../shared/topics.js';
+import { ENRICH_STAGE } from '../enrich/processor.js';
+import { INTAKE_GROUP } from '../forwarder/intake.js';
 
 export interface PipelineRuntime {
   readonly kind: 'embedded' | 'kafka';
@@ -29,6 +36,10 @@ export interface PipelineRuntime {
   /** The log in the database: the embedded runtime's topics; on Kafka only the forwarder's dead-letter outbox. */
   readonly log: EmbeddedLog;
   readonly runners: readonly StageRunner[];
+  /** Reads a topic again over a time range (replays), without touching the live groups. */
+  readonly rangeReader: RangeReader;
+  /** Records the live enrich and forwarder stages have not processed yet (a replay waits while it is high). */
+  liveBacklog(): Promise<number>;
   /** Starts the stages (and, on Kafka, the dead-letter relay). */
   start(): Promise<void>;
   /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
@@ -36,6 +47,12 @@ export interface PipelineRuntime {
   /** Stops the stages (batches in flight finish) and disconnects. */
   close(): Promise<void>;
 }
+
+/** The live stages a replay yields to: it feeds the same enrich logic and the same outbox. */
+const LIVE_STAGES = [
+  { group: ENRICH_STAGE, topic: Topics.eventsDeduped },
+  { group: INTAKE_GROUP, topic: Topics.conversionsReady },
+] as const;
 
 const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === 'all' || roles.includes(role);
 
@@ -62,10 +79,21 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     producer: log,
     log,
     runners,
+    rangeReader: new EmbeddedRangeReader(db),
+    async liveBacklog() {
+      const r = await db.query<{ lag: unknown }>(
+        `SELECT COALESCE(sum(GREATEST(0, COALESCE((SELECT max(l."offset") FROM log_records l WHERE l.topic = t.topic), 0)
+                                         - COALESCE(c."offset", 0))), 0) AS lag
+         FROM unnest($1::text[], $2::text[]) AS t(group_id, topic)
+         LEFT JOIN consumer_offsets c ON c.group_id = t.group_id AND c.topic = t.topic`,
+        [LIVE_STAGES.map((s) => s.group), LIVE_STAGES.map((s) => s.topic)],
+      );
+      return toNumber(r.rows[0]?.lag ?? 0);
+    },
     async start() {
       for (const r of runners) await r.start();
       // The process that runs the stages also keeps the log within its topics' retention.
-      if (runners.length > 0) retention = startRetention(db, logger);
+      if (runners.length > 0) retention = startRetention(db, logger, topicSpecs({ rawLogRetentionMs: config.rawLogRetentionMs }));
     },
     closeProducer: () => log.close(),
     async close() {
@@ -86,8 +114,11 @@ async function openKafkaRuntime(
     log,
   );
   const admin = new KafkaAdmin(connection);
-  const created = await admin.ensureTopics(TOPIC_SPECS);
+  const specs = topicSpecs({ rawLogRetentionMs: config.rawLogRetentionMs });
+  const created = await admin.ensureTopics(specs);
   if (created.length > 0) log.info({ topics: created }, 'created topics');
+  const aligned = await admin.alignRetention(specs);
+  if (aligned.length > 0) log.info({ topics: aligned }, 'topic retention set to the configured value');
   const serde = await AvroSerde.connect(kafka.schemaRegistryUrl, log);
 
   const gateway = runs(config.role, 'gateway') ? new KafkaEventLog(connection, serde, admin, log) : undefined;
@@ -101,11 +132,29 @@ async function openKafkaRuntime(
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
 
+  // The live backlog from the broker's group offsets, at most every 2 s.
+  let backlog = { at: 0, value: 0 };
+  const liveBacklog = async (): Promise<number> => {
+    if (Date.now() - backlog.at < 2_000) return backlog.value;
+    let total = 0;
+    for (const stage of LIVE_STAGES) {
+      const [ends, committed] = await Promise.all([admin.endOffsets(stage.topic), admin.committedOffsets(connection.groupId(stage.group), stage.topic)]);
+      for (const [p, end] of ends) {
+        const at = committed.get(p) ?? end.low;
+        if (end.high > at) total += Number(end.high - at);
+      }
+    }
+    backlog = { at: Date.now(), value: total };
+    return total;
+  };
+
   return {
     kind: 'kafka',
     producer: gateway,
     log: embeddedLog,
     runners,
+    rangeReader: new KafkaRangeReader({ connection, admin, serde }),
+    liveBacklog,
     async start() {
       for (const r of runners) await r.start();
       relay?.start();

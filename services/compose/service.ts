@@ -18,6 +18,8 @@ import type { Logger } from '../shared/logger.js';
 import type { StageRunner } from '../stream/contract.js';
 import type { EmbeddedLog } from '../stream/embedded/log.js';
 import { openRuntime } from './runtime.js';
+import { replayRoutes } from '../replay/routes.js';
+import { ReplayWorker } from '../replay/worker.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -72,11 +74,28 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
           }
         : undefined,
     admin: runs(config.role, 'console'),
-    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
+    adminExtensions: [
+      (scope) => forwardingRoutes(scope, { db }),
+      (scope) => pipelineRoutes(scope, { db }),
+      (scope) => replayRoutes(scope, { db, rawLogRetentionMs: config.rawLogRetentionMs }),
+      ...platform.adminExtensions,
+    ],
     publicExtensions: [...platform.publicExtensions],
   });
   await runtime.start();
   platform.start();
+  // Replays run where enrich runs (the embedded default: in the one process).
+  const replays = runs(config.role, 'enrich')
+    ? new ReplayWorker({
+        db,
+        reader: runtime.rangeReader,
+        logger: logger.child({ component: 'replay' }),
+        maxEventsPerSecond: config.replay.maxEventsPerSecond,
+        liveBacklog: () => runtime.liveBacklog(),
+        onQueued: () => platform.sender?.wake(),
+      })
+    : undefined;
+  replays?.start();
 
   return {
     app,
@@ -86,6 +105,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     platform,
     async close() {
       await app.close(); // stops accepting, waits for in-flight requests
+      await replays?.stop(); // the chunk in flight commits; the job is handed back for the next start
       await runtime.closeProducer(); // finishes queued appends
       await runtime.close(); // stages finish their batches in flight
       await log.close();

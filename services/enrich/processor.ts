@@ -39,6 +39,12 @@ export const ENRICH_DEFAULTS = {
 } as const;
 
 export interface EnrichDeps {
+  /**
+   * A replay (services/replay) runs the stage again over events it saw before: their event ids were claimed then,
+   * so it does not claim (the forwarder's sent ledger decides what goes again; within a batch the first of two
+   * events with one id wins), and it leaves the Activity counts to the live pipeline.
+   */
+  readonly replay?: boolean;
   readonly maxClusterIdentifiers?: number;
   readonly conversionIdWindowMs?: number;
   readonly settingsTtlMs?: number;
@@ -49,7 +55,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
   const windowMs = deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs;
   const selectConversions = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
   const linkIdentities = createLinkIdentitiesStep({ maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers });
-  const claimConversions = createClaimEventIdsStep();
+  const claimConversions = deps.replay ? firstOfEachEventId : createClaimEventIdsStep();
   const buildConversions = createBuildConversionStep({ timeZones: new TtlCache<string>(settingsTtlMs) });
 
   return {
@@ -88,10 +94,21 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
         const conversion = built[n]!;
         outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
       });
-      await recordActivity(ctx.sql, droppedConversions(items, outcomes));
+      if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
       return outcomes;
     },
   };
+}
+
+/** A replay's claim: the first conversion of each (workspace, key mode, event_id) in the batch. */
+async function firstOfEachEventId(_sql: unknown, conversions: ReadonlyArray<{ item: EnrichItem; eventId: string }>): Promise<boolean[]> {
+  const seen = new Set<string>();
+  return conversions.map(({ item, eventId }) => {
+    const k = `${item.scope.workspaceId}\n${item.scope.keyMode}\n${eventId}`;
+    if (seen.has(k)) return false;
+    seen.add(k);
+    return true;
+  });
 }
 
 /**

@@ -74,10 +74,19 @@ export function ledgerEventId(c: Pick<ConversionReady, 'key_mode' | 'event_id'>)
   return c.key_mode === 'test' ? `test:${c.event_id}` : c.event_id;
 }
 
+export interface FilingOptions {
+  /**
+   * A replay with `resend` (services/replay): ledger entries written before this time (epoch ms, the replay's
+   * creation) do not count as sent, so those conversions go again; entries written since still do.
+   */
+  readonly resendSentBefore?: number;
+}
+
 export async function fileIntoOutbox(
   tx: Sql,
   items: readonly IntakeItem[],
   now: number,
+  opts: FilingOptions = {},
 ): Promise<{ counted: IntakeCount[]; filed: Filed[] }> {
   const counted: IntakeCount[] = [];
   const filed: Filed[] = new Array(items.length);
@@ -97,8 +106,9 @@ export async function fileIntoOutbox(
   if (readable.length > 0) {
     const s = await tx.query<{ workspace_id: string; event_id: string }>(
       `SELECT s.workspace_id, s.event_id FROM forward_sent s
-       JOIN unnest($1::text[], $2::text[]) AS t(w, e) ON s.workspace_id = t.w AND s.event_id = t.e`,
-      [readable.map((c) => c.workspace_id), readable.map(ledgerEventId)],
+       JOIN unnest($1::text[], $2::text[]) AS t(w, e) ON s.workspace_id = t.w AND s.event_id = t.e
+       WHERE $3::double precision IS NULL OR s.sent_at >= to_timestamp($3::double precision / 1000.0)`,
+      [readable.map((c) => c.workspace_id), readable.map(ledgerEventId), opts.resendSentBefore ?? null],
     );
     for (const row of s.rows) sent.add(`${row.workspace_id}\n${row.event_id}`);
   }

@@ -86,12 +86,16 @@ export class OutboxRepo {
     }));
   }
 
-  /** The platform accepted the batch: out of the outbox, into the ledger, in one transaction. */
+  /**
+   * The platform accepted the batch: out of the outbox, into the ledger, in one transaction. A conversion sent again
+   * on purpose (a replay with `resend`) refreshes its ledger entry: that replay does not send it a third time.
+   */
   async recordSent(tx: Sql, workspaceId: string, rows: readonly OutboxRow[], requestId: string | null, testEventCode = ''): Promise<void> {
     await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
     await tx.query(
       `INSERT INTO forward_sent (workspace_id, event_id, request_id, test_event_code, platform_event)
-       SELECT $1, e, $3, $5, p FROM unnest($2::text[], $4::text[]) AS t(e, p) ON CONFLICT DO NOTHING`,
+       SELECT $1, e, $3, $5, p FROM unnest($2::text[], $4::text[]) AS t(e, p)
+       ON CONFLICT (workspace_id, event_id) DO UPDATE SET sent_at = now(), request_id = EXCLUDED.request_id`,
       [workspaceId, rows.map((r) => r.eventId), requestId, rows.map((r) => r.record.event), testEventCode],
     );
     // The console's Activity page (shared/activity.ts).

@@ -165,6 +165,14 @@ const table = {
     sgtmError: 'Forbidden',
     description: 'You are signed in, but your role or the form does not allow this (e.g. a member changing owner-only settings, or a form sent without its CSRF token). Reload the page and try again, or ask an owner of the workspace.',
   },
+  outOfRetention: {
+    slug: 'out-of-retention',
+    status: 422,
+    title: 'Range reaches past what the log still holds',
+    sgtmError: 'Unprocessable',
+    description:
+      'A replay or an export asked for events older than the raw log keeps (RAW_LOG_RETENTION_DAYS). `detail` names the oldest time still held: ask again from that time or later.',
+  },
 } as const satisfies Record<string, ProblemType>;
 
 export type ProblemKey = keyof typeof table;

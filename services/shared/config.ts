@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import { z } from 'zod';
 import { ServiceError } from './errors.js';
+import { RAW_LOG_RETENTION_DAYS } from './topics.js';
 
 export const SERVICE_ROLES = ['all', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher', 'console'] as const;
 export type ServiceRole = (typeof SERVICE_ROLES)[number];
@@ -96,6 +97,10 @@ const envSchema = z.object({
     .pipe(planLimitsSchema)
     .optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** How long the raw log (events.raw, events.deduped) keeps accepted events; replays reach back this far. */
+  RAW_LOG_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(RAW_LOG_RETENTION_DAYS),
+  /** Replay jobs: events read per second per worker (a replay runs below live work, docs/data-teams.md). */
+  REPLAY_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).max(100_000).default(2_000),
   /** Dedupe window in hours (docs/pipeline.md explains the memory / late-duplicate trade-off). */
   DEDUPE_WINDOW_HOURS: z.coerce.number().positive().default(7 * 24),
   /** Previous credential keys still readable after a rotation: `id:base64[,id:base64…]` (docs/platform.md). */
@@ -157,6 +162,9 @@ export interface Config {
   readonly planLimits: Readonly<Record<string, PlanLimit>>;
   readonly logLevel: string;
   readonly dedupeWindowMs: number;
+  /** Retention of the raw log (events.raw, events.deduped), both runtimes. */
+  readonly rawLogRetentionMs: number;
+  readonly replay: { readonly maxEventsPerSecond: number };
   /** Older credential keys by key id, for reading tokens encrypted before a rotation. */
   readonly previousCredentialsKeys: ReadonlyMap<string, Buffer>;
   readonly overload: GatewayOverloadConfig;
@@ -242,6 +250,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     planLimits: e.PLAN_LIMITS ?? DEFAULT_PLAN_LIMITS,
     logLevel: e.LOG_LEVEL,
     dedupeWindowMs: e.DEDUPE_WINDOW_HOURS * 3600_000,
+    rawLogRetentionMs: e.RAW_LOG_RETENTION_DAYS * 24 * 3600_000,
+    replay: { maxEventsPerSecond: e.REPLAY_MAX_EVENTS_PER_SECOND },
     previousCredentialsKeys: new Map(
       (e.CREDENTIALS_PREVIOUS_KEYS?.split(',') ?? []).map((pair) => {
         const i = pair.indexOf(':');

@@ -26,11 +26,17 @@ export type TopicName = (typeof Topics)[keyof typeof Topics];
 /** Partition count shared by the co-partitioned pair events.raw / events.dedupe-state. */
 export const PIPELINE_PARTITIONS = 6;
 
+/** Default retention of the raw log (events.raw and events.deduped): RAW_LOG_RETENTION_DAYS. */
+export const RAW_LOG_RETENTION_DAYS = 7;
+
+/** The raw log: the accepted events, as received (events.raw) and first-seen (events.deduped). Replays read it. */
+export const RAW_LOG_TOPICS: readonly string[] = [Topics.eventsRaw, Topics.eventsDeduped];
+
 export const TOPIC_SPECS: readonly TopicSpec[] = [
   {
     name: Topics.eventsRaw,
     partitions: PIPELINE_PARTITIONS,
-    config: { 'retention.ms': String(7 * DAY_MS), 'min.insync.replicas': '1' },
+    config: { 'retention.ms': String(RAW_LOG_RETENTION_DAYS * DAY_MS), 'min.insync.replicas': '1' },
     purpose: 'accepted envelopes, keyed workspace:idempotency-key',
   },
   {
@@ -50,7 +56,7 @@ export const TOPIC_SPECS: readonly TopicSpec[] = [
   {
     name: Topics.eventsDeduped,
     partitions: PIPELINE_PARTITIONS,
-    config: { 'retention.ms': String(7 * DAY_MS) },
+    config: { 'retention.ms': String(RAW_LOG_RETENTION_DAYS * DAY_MS) },
     purpose: 'first-seen envelopes',
   },
   {
@@ -72,3 +78,10 @@ export const TOPIC_SPECS: readonly TopicSpec[] = [
     purpose: 'records a stage could not process, with the stage and the reason',
   },
 ];
+
+/** The topic specs with the raw log's retention set (RAW_LOG_RETENTION_DAYS); the others as in TOPIC_SPECS. */
+export function topicSpecs(opts: { readonly rawLogRetentionMs: number }): readonly TopicSpec[] {
+  return TOPIC_SPECS.map((spec) =>
+    RAW_LOG_TOPICS.includes(spec.name) ? { ...spec, config: { ...spec.config, 'retention.ms': String(opts.rawLogRetentionMs) } } : spec,
+  );
+}

@@ -4,7 +4,7 @@
  * Offsets are bigint in this module's API (Kafka offsets are int64).
  */
 import { randomUUID } from 'node:crypto';
-import { Partitioners, type Admin } from 'kafkajs';
+import { ConfigResourceTypes, Partitioners, type Admin } from 'kafkajs';
 import type { TopicSpec } from '../topics.js';
 import type { KafkaConnection } from './client.js';
 
@@ -54,6 +54,34 @@ export class KafkaAdmin {
     return missing.map((s) => s.name);
   }
 
+  /**
+   * Sets `retention.ms` of existing topics to their spec's where it differs (RAW_LOG_RETENTION_DAYS changed since the
+   * topic was created). alterConfigs replaces a topic's overrides, so the spec's other settings are sent with it.
+   * Returns the topics changed.
+   */
+  async alignRetention(specs: readonly TopicSpec[]): Promise<string[]> {
+    const admin = await this.ready();
+    const wanted = specs.filter((s) => s.config['retention.ms'] !== undefined);
+    const described = await admin.describeConfigs({
+      includeSynonyms: false,
+      resources: wanted.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.name, configNames: ['retention.ms'] })),
+    });
+    const current = new Map(
+      described.resources.map((r) => [r.resourceName, r.configEntries.find((c) => c.configName === 'retention.ms')?.configValue]),
+    );
+    const differing = wanted.filter((s) => current.has(s.name) && current.get(s.name) !== s.config['retention.ms']);
+    if (differing.length === 0) return [];
+    await admin.alterConfigs({
+      validateOnly: false,
+      resources: differing.map((s) => ({
+        type: ConfigResourceTypes.TOPIC,
+        name: s.name,
+        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+      })),
+    });
+    return differing.map((s) => s.name);
+  }
+
   async topicExists(topic: string): Promise<boolean> {
     const admin = await this.ready();
     return (await admin.listTopics()).includes(topic);
@@ -64,6 +92,13 @@ export class KafkaAdmin {
     const admin = await this.ready();
     const rows = await admin.fetchTopicOffsets(topic);
     return new Map(rows.map((r) => [r.partition, { low: BigInt(r.low), high: BigInt(r.high) }]));
+  }
+
+  /** Per partition, the first offset whose record timestamp is at or after `timestampMs` (the end when none is). */
+  async offsetsForTime(topic: string, timestampMs: number): Promise<Map<number, bigint>> {
+    const admin = await this.ready();
+    const rows = await admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, Math.floor(timestampMs)));
+    return new Map(rows.map((r) => [r.partition, BigInt(r.offset)]));
   }
 
   /** A group's committed offsets on a topic; null for a partition without one. */

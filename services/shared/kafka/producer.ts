@@ -21,6 +21,8 @@ export interface OutgoingRecord {
   /** Explicit partition (e.g. a changelog co-partitioned with its input); default: murmur2 of the key. */
   readonly partition?: number;
   readonly headers?: Readonly<Record<string, string>>;
+  /** Record timestamp (epoch ms); default: the producer's clock. A stage's outputs carry their input's. */
+  readonly timestamp?: number;
 }
 
 export interface TopicRecords {
@@ -38,6 +40,7 @@ const toTopicMessages = (batches: readonly TopicRecords[]) =>
         value: r.value,
         ...(r.partition === undefined ? {} : { partition: r.partition }),
         ...(r.headers === undefined ? {} : { headers: { ...r.headers } }),
+        ...(r.timestamp === undefined ? {} : { timestamp: String(r.timestamp) }),
       })),
     }));
 

@@ -15,10 +15,10 @@ export function retentionMs(spec: TopicSpec): number | undefined {
   return v === undefined ? undefined : Number(v);
 }
 
-/** Deletes expired records of every topic with a retention. Returns how many were deleted. */
-export async function purgeExpired(db: Db, now = Date.now()): Promise<number> {
+/** Deletes expired records of every topic with a retention (default: TOPIC_SPECS). Returns how many were deleted. */
+export async function purgeExpired(db: Db, now = Date.now(), specs: readonly TopicSpec[] = TOPIC_SPECS): Promise<number> {
   let total = 0;
-  for (const spec of TOPIC_SPECS) {
+  for (const spec of specs) {
     const ms = retentionMs(spec);
     if (ms === undefined) continue;
     const cutoff = new Date(now - ms).toISOString();
@@ -39,9 +39,9 @@ export async function purgeExpired(db: Db, now = Date.now()): Promise<number> {
 }
 
 /** Purges every `intervalMs` (default hourly) until stopped. */
-export function startRetention(db: Db, logger: Logger, intervalMs = 3_600_000): { stop(): void } {
+export function startRetention(db: Db, logger: Logger, specs: readonly TopicSpec[] = TOPIC_SPECS, intervalMs = 3_600_000): { stop(): void } {
   const timer = setInterval(() => {
-    purgeExpired(db)
+    purgeExpired(db, Date.now(), specs)
       .then((n) => n > 0 && logger.info({ deleted: n }, 'embedded log retention: deleted expired records'))
       .catch((err: unknown) => logger.warn({ err }, 'embedded log retention failed; will retry'));
   }, intervalMs);

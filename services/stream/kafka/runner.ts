@@ -380,7 +380,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       }
       if (outcome.type === 'ok') {
         try {
-          const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers } }));
+          const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers, timestamp: d.record.timestamp } }));
           for (const e of encoded) push(e.topic, e.record);
         } catch (err) {
           // NOTE: the record's state writes stay (they describe what was seen); its output goes to the dead letters.
