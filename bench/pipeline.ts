@@ -56,14 +56,14 @@ const CONNECTIONS = 8;
 /** The service pinned to the server core (default), or free to use both (BENCH_PIPELINE_PIN=0). */
 const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN !== '0';
 
-interface Delivered {
+export interface Delivered {
   /** event_id → sandbox received_at (epoch ms). */
   readonly at: Map<string, number>;
   readonly complete: boolean;
 }
 
 /** Reads the sandbox's arrivals from position `from` until `expected` event ids of `prefix` arrived, or a stall. */
-async function collect(controlUrl: string, prefix: string, expected: number, from: { pos: number }, timeoutMs = DRAIN_TIMEOUT_MS): Promise<Delivered> {
+export async function collect(controlUrl: string, prefix: string, expected: number, from: { pos: number }, timeoutMs = DRAIN_TIMEOUT_MS): Promise<Delivered> {
   const at = new Map<string, number>();
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -80,14 +80,14 @@ async function collect(controlUrl: string, prefix: string, expected: number, fro
 }
 
 /** request index → epoch ms of its 2xx (from the load generator's completions). */
-function okTimes(load: LoadResult): Map<number, number> {
+export function okTimes(load: LoadResult): Map<number, number> {
   const m = new Map<number, number>();
   for (const [i, t, status] of load.completions ?? []) if (status >= 200 && status < 300) m.set(i, t);
   return m;
 }
 
 /** Latencies (ms) of every delivered conversion of a phase: received_at − its request's 2xx. */
-function latencies(prefix: string, delivered: Delivered, oks: Map<number, number>): number[] {
+export function latencies(prefix: string, delivered: Delivered, oks: Map<number, number>): number[] {
   const out: number[] = [];
   for (const [id, t] of delivered.at) {
     const req = Number(id.slice(prefix.length).split('-')[0]);
@@ -97,7 +97,7 @@ function latencies(prefix: string, delivered: Delivered, oks: Map<number, number
   return out;
 }
 
-async function connect(base: string, controlAuthorize: (url: string) => Promise<void>): Promise<{ key: string; workspaceId: string }> {
+export async function connect(base: string, controlAuthorize: (url: string) => Promise<void>): Promise<{ key: string; workspaceId: string }> {
   const call = admin(base);
   const ws = await call('POST', '/admin/v1/workspaces', { name: 'bench', plan: 'enterprise' });
   const key = await call('POST', `/admin/v1/workspaces/${ws.id}/api-keys`, { mode: 'live' });
@@ -119,13 +119,13 @@ async function connect(base: string, controlAuthorize: (url: string) => Promise<
 }
 
 /** Connects like a browser through the service's connect link (test/sandbox/connect.ts); the callback must say yes. */
-async function authorize(url: string): Promise<void> {
+export async function authorize(url: string): Promise<void> {
   const page = await connectLikeABrowser(url);
   if (page.status !== 200) throw new Error(`the OAuth callback answered ${page.status}: ${page.html}`);
 }
 
 /** Starts the stages' consumer groups (with this run's prefix) at the current end of their topics. */
-async function startGroupsAtEnd(brokers: string[], prefix: string): Promise<void> {
+export async function startGroupsAtEnd(brokers: string[], prefix: string): Promise<void> {
   const connection = new KafkaConnection({ brokers, groupPrefix: prefix }, silentLogger);
   const kadmin = new KafkaAdmin(connection);
   try {
@@ -294,7 +294,7 @@ function rate(p: Phase): number {
   return p.delivered.at.size / spanSec(p);
 }
 
-function summary(values: number[]) {
+export function summary(values: number[]) {
   const a = Float64Array.from(values).sort();
   return { n: a.length, p50: round(percentile(a, 50), 1), p90: round(percentile(a, 90), 1), p99: round(percentile(a, 99), 1), max: round(a[a.length - 1] ?? NaN, 1) };
 }

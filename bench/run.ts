@@ -16,13 +16,14 @@ import { hasTaskset } from './lib/proc.js';
 import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
 import { benchKafkaClient } from './kafka-client.js';
 import { benchPipeline } from './pipeline.js';
+import { benchReplayImpact } from './replay.js';
 
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
 const started = Date.now();
 const sha = gitSha();
 const date = new Date().toISOString();
 
-const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'dedupe-memory', 'kafka-client'] as const;
+const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
 const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
 const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
@@ -69,7 +70,7 @@ async function attempt(name: string, fn: () => Promise<void>): Promise<void> {
 async function main(): Promise<void> {
   log(`bench: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, git ${sha}`);
   log(`cores: ${cores}`);
-  const needKafka = selected('gateway-kafka') || selected('pipeline-kafka') || selected('kafka-client');
+  const needKafka = selected('gateway-kafka') || selected('pipeline-kafka') || selected('replay-impact-kafka') || selected('kafka-client');
   const kenv = needKafka ? await kafkaEnv(log) : undefined;
 
   for (const runtime of ['embedded', 'kafka'] as const) {
@@ -115,6 +116,19 @@ async function main(): Promise<void> {
         log(
           `  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.`, ...(runtime === 'kafka' ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}) })}`,
         );
+    });
+  }
+
+  for (const runtime of ['embedded', 'kafka'] as const) {
+    const name = `replay-impact-${runtime}` as const;
+    if (!selected(name)) continue;
+    if (runtime === 'kafka' && !kenv?.ready) {
+      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+      continue;
+    }
+    await attempt(name, async () => {
+      const r = await benchReplayImpact(runtime, runtime === 'kafka' ? kenv!.env : {}, log);
+      log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
     });
   }
 

@@ -99,7 +99,7 @@ const envSchema = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   /** How long the raw log (events.raw, events.deduped) keeps accepted events; replays reach back this far. */
   RAW_LOG_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(RAW_LOG_RETENTION_DAYS),
-  /** Replay jobs: events read per second per worker (a replay runs below live work, docs/data-teams.md). */
+  /** Replay jobs: events read per second per worker (a replay runs below live work, docs/replay.md). */
   REPLAY_MAX_EVENTS_PER_SECOND: z.coerce.number().int().min(1).max(100_000).default(2_000),
   /** Dedupe window in hours (docs/pipeline.md explains the memory / late-duplicate trade-off). */
   DEDUPE_WINDOW_HOURS: z.coerce.number().positive().default(7 * 24),

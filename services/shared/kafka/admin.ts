@@ -4,7 +4,10 @@
  * Offsets are bigint in this module's API (Kafka offsets are int64).
  */
 import { randomUUID } from 'node:crypto';
-import { ConfigResourceTypes, Partitioners, type Admin } from 'kafkajs';
+import kafkajs, { Partitioners, type Admin } from 'kafkajs';
+
+// Not a named export of kafkajs' CommonJS module under ESM (cjs-module-lexer does not see it): read it off the default.
+const { ConfigResourceTypes } = kafkajs;
 import type { TopicSpec } from '../topics.js';
 import type { KafkaConnection } from './client.js';
 

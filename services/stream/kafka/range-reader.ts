@@ -44,7 +44,8 @@ export class KafkaRangeReader implements RangeReader {
 
     const { connection, admin } = this.deps;
     const groupId = connection.groupId(`replay-reader-${randomUUID()}`);
-    await admin.setGroupOffsets(groupId, topic, new Map([...pending].map((p) => [p, at.get(p)!])));
+    // Every partition positioned (those already at their end too, or the group would read them from the start).
+    await admin.setGroupOffsets(groupId, topic, at);
 
     let failed: Error | undefined;
     let finish!: () => void;

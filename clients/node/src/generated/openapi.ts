@@ -995,6 +995,186 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/workspaces/{ws}/replays": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The workspace's replay jobs, newest first (at most 100) */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items?: {
+                                id?: string;
+                                workspace_id?: string;
+                                /** @enum {string} */
+                                status?: "queued" | "running" | "done" | "failed" | "cancelled";
+                                from?: string;
+                                to?: string;
+                                dry_run?: boolean;
+                                resend?: boolean;
+                                progress?: number;
+                                events_read?: number;
+                                conversions_built?: number;
+                                conversions_sent?: number;
+                                skipped_already_sent?: number;
+                                dropped?: {
+                                    [key: string]: number;
+                                };
+                                error?: string | null;
+                                created_at?: string;
+                                started_at?: string | null;
+                                finished_at?: string | null;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        /** Re-runs the workspace's accepted events received in [from, to) through enrichment and forwarding */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** Format: date-time */
+                        from: string;
+                        /** Format: date-time */
+                        to: string;
+                        /** @default false */
+                        dry_run?: boolean;
+                        /** @default false */
+                        resend?: boolean;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            status?: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/replays/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A replay job: status, progress (0..1) and counts */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            workspace_id?: string;
+                            /** @enum {string} */
+                            status?: "queued" | "running" | "done" | "failed" | "cancelled";
+                            from?: string;
+                            to?: string;
+                            dry_run?: boolean;
+                            resend?: boolean;
+                            progress?: number;
+                            events_read?: number;
+                            conversions_built?: number;
+                            conversions_sent?: number;
+                            skipped_already_sent?: number;
+                            dropped?: {
+                                [key: string]: number;
+                            };
+                            error?: string | null;
+                            created_at?: string;
+                            started_at?: string | null;
+                            finished_at?: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /** Cancels a queued or running replay (what it already filed is sent) */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/workspaces/{ws}/connection": {
         parameters: {
             query?: never;
