@@ -21,6 +21,11 @@ import { KafkaStageRunner } from '../stream/kafka/runner.js';
 import { DeadLetterRelay } from '../stream/kafka/dlq-relay.js';
 import { KafkaEventLog } from '../stream/kafka/log.js';
 import type { EventLogProducer } from '../stream/log.js';
+import { appendInTransaction } from '../stream/embedded/log.js';
+import { IdempotentProducer } from '../shared/kafka/producer.js';
+import { embeddedAcceptedEvents, kafkaAcceptedEvents, type AcceptedEvents } from '../datateam/accepted-events.js';
+import { embeddedPositions, kafkaPositions, type PositionsReader } from '../datateam/log-positions.js';
+import { CannotRedrive, type RedriveLog } from '../datateam/redrive.js';
 
 export interface PipelineRuntime {
   readonly kind: 'embedded' | 'kafka';
@@ -29,6 +34,8 @@ export interface PipelineRuntime {
   /** The log in the database: the embedded runtime's topics; on Kafka only the forwarder's dead-letter outbox. */
   readonly log: EmbeddedLog;
   readonly runners: readonly StageRunner[];
+  /** What the data-team operations (services/datateam) need of the runtime: positions, the raw log, a redrive log. */
+  readonly dataTeam: { readonly positions: PositionsReader; readonly acceptedEvents: AcceptedEvents; readonly redriveLog: RedriveLog };
   /** Starts the stages (and, on Kafka, the dead-letter relay). */
   start(): Promise<void>;
   /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
@@ -44,6 +51,8 @@ export interface RuntimeDeps {
   readonly db: Db;
   readonly logger: Logger;
   readonly stages: () => AnyStage[];
+  /** Every stage's name and input topic (the consumer groups whose positions GET /admin/v1/pipeline shows). */
+  readonly stageInputs: ReadonlyArray<{ readonly stage: string; readonly topic: string }>;
 }
 
 export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
@@ -62,6 +71,14 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     producer: log,
     log,
     runners,
+    dataTeam: {
+      positions: embeddedPositions(db),
+      acceptedEvents: embeddedAcceptedEvents(db),
+      redriveLog: {
+        reappend: (tx, topic, records) => appendInTransaction(tx, new Map([[topic, records]])),
+        committed: (topic) => log.appended.emit('append', topic),
+      },
+    },
     async start() {
       for (const r of runners) await r.start();
       // The process that runs the stages also keeps the log within its topics' retention.
@@ -76,7 +93,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
 }
 
 async function openKafkaRuntime(
-  { config, db, logger, stages }: RuntimeDeps,
+  { config, db, logger, stages, stageInputs }: RuntimeDeps,
   kafka: NonNullable<Config['kafka']>,
 ): Promise<PipelineRuntime> {
   if (db.kind !== 'postgres') throw new Error('the Kafka runtime keeps its state in Postgres: set DATABASE_URL');
@@ -100,12 +117,30 @@ async function openKafkaRuntime(
   const forwarder = runs(config.role, 'forwarder');
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
+  // Redriven records go back to their stage's input through a producer of their own (acks=all, idempotent).
+  const redriveProducer = new IdempotentProducer(connection, { retries: 5, maxRetryTimeMs: 1_000 });
+  const redriveLog: RedriveLog = {
+    async reappend(_tx, topic, records) {
+      let encoded;
+      try {
+        encoded = records.map((r) => ({ key: r.key, value: serde.encode(topic, r.value) }));
+      } catch (err) {
+        throw new CannotRedrive(`the record does not fit ${topic}'s schema: ${(err as Error).message}`);
+      }
+      await redriveProducer.send([{ topic, records: encoded }]);
+    },
+  };
 
   return {
     kind: 'kafka',
     producer: gateway,
     log: embeddedLog,
     runners,
+    dataTeam: {
+      positions: kafkaPositions(admin, stageInputs.map((s) => ({ group: connection.groupId(s.stage), topic: s.topic }))),
+      acceptedEvents: kafkaAcceptedEvents(connection, admin, serde),
+      redriveLog,
+    },
     async start() {
       for (const r of runners) await r.start();
       relay?.start();
@@ -116,6 +151,7 @@ async function openKafkaRuntime(
     async close() {
       await Promise.all(runners.map((r) => r.stop()));
       await relay?.stop();
+      await redriveProducer.close();
       await admin.close();
     },
   };

@@ -18,6 +18,10 @@ import type { Logger } from '../shared/logger.js';
 import type { StageRunner } from '../stream/contract.js';
 import type { EmbeddedLog } from '../stream/embedded/log.js';
 import { openRuntime } from './runtime.js';
+import { createForwarderIntake } from '../forwarder/intake.js';
+import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
+import { Redriver } from '../datateam/redrive.js';
+import { dataTeamRoutes } from '../datateam/routes.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -52,7 +56,10 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     db,
     logger,
     stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: platform.intake }),
+    stageInputs: pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: createForwarderIntake() }).map((s) => ({ stage: s.name, topic: s.input })),
   });
+  const deadLetters = new DeadLetterRepo(db);
+  const redriver = new Redriver({ db, repo: deadLetters, log: runtime.dataTeam.redriveLog, onQueued: () => platform.sender?.wake() });
   const log = runtime.log;
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
@@ -72,7 +79,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
           }
         : undefined,
     admin: runs(config.role, 'console'),
-    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
+    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { runtime: runtime.kind, positions: runtime.dataTeam.positions, deadLetters }),
+      (scope) => dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents }), ...platform.adminExtensions],
     publicExtensions: [...platform.publicExtensions],
   });
   await runtime.start();
