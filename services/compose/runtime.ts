@@ -26,6 +26,7 @@ import { IdempotentProducer } from '../shared/kafka/producer.js';
 import { embeddedAcceptedEvents, kafkaAcceptedEvents, type AcceptedEvents } from '../datateam/accepted-events.js';
 import { embeddedPositions, kafkaPositions, type PositionsReader } from '../datateam/log-positions.js';
 import { CannotRedrive, type RedriveLog } from '../datateam/redrive.js';
+import { embeddedTopicRecords, kafkaTopicRecords, type TopicRecords } from '../datateam/topic-records.js';
 
 export interface PipelineRuntime {
   readonly kind: 'embedded' | 'kafka';
@@ -35,7 +36,12 @@ export interface PipelineRuntime {
   readonly log: EmbeddedLog;
   readonly runners: readonly StageRunner[];
   /** What the data-team operations (services/datateam) need of the runtime: positions, the raw log, a redrive log. */
-  readonly dataTeam: { readonly positions: PositionsReader; readonly acceptedEvents: AcceptedEvents; readonly redriveLog: RedriveLog };
+  readonly dataTeam: {
+    readonly positions: PositionsReader;
+    readonly acceptedEvents: AcceptedEvents;
+    readonly topicRecords: TopicRecords;
+    readonly redriveLog: RedriveLog;
+  };
   /** Starts the stages (and, on Kafka, the dead-letter relay). */
   start(): Promise<void>;
   /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
@@ -74,6 +80,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     dataTeam: {
       positions: embeddedPositions(db),
       acceptedEvents: embeddedAcceptedEvents(db),
+      topicRecords: embeddedTopicRecords(db),
       redriveLog: {
         reappend: (tx, topic, records) => appendInTransaction(tx, new Map([[topic, records]])),
         committed: (topic) => log.appended.emit('append', topic),
@@ -139,6 +146,7 @@ async function openKafkaRuntime(
     dataTeam: {
       positions: kafkaPositions(admin, stageInputs.map((s) => ({ group: connection.groupId(s.stage), topic: s.topic }))),
       acceptedEvents: kafkaAcceptedEvents(connection, admin, serde),
+      topicRecords: kafkaTopicRecords(connection, admin, serde),
       redriveLog,
     },
     async start() {

@@ -80,7 +80,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
         : undefined,
     admin: runs(config.role, 'console'),
     adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { runtime: runtime.kind, positions: runtime.dataTeam.positions, deadLetters }),
-      (scope) => dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents }), ...platform.adminExtensions],
+      (scope) => dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents, topicRecords: runtime.dataTeam.topicRecords }), ...platform.adminExtensions],
     publicExtensions: [...platform.publicExtensions],
   });
   await runtime.start();

@@ -10,12 +10,15 @@ import type { Db } from '../shared/db/db.js';
 import type { AcceptedEvents } from './accepted-events.js';
 import type { DeadLetterRepo, DeadLetterStatus, StoredDeadLetter } from './dead-letter-repo.js';
 import type { Redriver } from './redrive.js';
+import type { TopicRecords } from './topic-records.js';
+import { Topics, type TopicName } from '../shared/topics.js';
 
 export interface DataTeamDeps {
   readonly db: Db;
   readonly deadLetters: DeadLetterRepo;
   readonly redriver: Redriver;
   readonly acceptedEvents: AcceptedEvents;
+  readonly topicRecords: TopicRecords;
 }
 
 const DEAD_LETTER_ID = '^dl_[0-9A-Za-z]{16}$';
@@ -208,6 +211,32 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
       await requireWorkspace(ws);
       if (!(await deps.deadLetters.discard(ws, id))) throw new IngestError('notFound', `workspace ${ws} has no dead letter ${id}`);
       return reply.code(204).send();
+    },
+  );
+
+  app.get<{ Params: { topic: TopicName }; Querystring: { last?: number; key_prefix?: string } }>(
+    '/admin/v1/topics/:topic/records',
+    {
+      schema: {
+        description:
+          "Records of a topic, decoded (Avro on Kafka), as NDJSON lines `{topic, partition, offset, timestamp, key, value}`: the last `last` of every partition, or all from the start when `last` is absent; `key_prefix` keeps only keys that start with it (a workspace's: `ws_…:`).",
+        params: { type: 'object', required: ['topic'], properties: { topic: { type: 'string', enum: Object.values(Topics) } } },
+        querystring: {
+          type: 'object',
+          additionalProperties: false,
+          properties: { last: { type: 'integer', minimum: 1, maximum: 1_000_000 }, key_prefix: { type: 'string', minLength: 1, maxLength: 300 } },
+        },
+        produces: ['application/x-ndjson'],
+      },
+    },
+    async (request, reply) => {
+      const abort = new AbortController();
+      request.raw.once('close', () => abort.abort());
+      const q = { last: request.query.last, keyPrefix: request.query.key_prefix };
+      const lines = async function* (): AsyncGenerator<string> {
+        for await (const r of deps.topicRecords(request.params.topic, q, abort.signal)) yield `${JSON.stringify(r)}\n`;
+      };
+      return reply.type('application/x-ndjson').header('cache-control', 'no-store').send(Readable.from(lines(), { objectMode: false }));
     },
   );
 
