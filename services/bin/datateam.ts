@@ -144,7 +144,7 @@ async function dlq(http: AdminHttp, args: string[], v: Values): Promise<number> 
       return Exit.ok;
     }
     case 'redrive': {
-      if (v.all === (ids.length > 0)) throw usageError('dlq redrive: give --all or the letter ids, not both');
+      if (Boolean(v.all) === (ids.length > 0)) throw usageError('dlq redrive: give --all or the letter ids, not both');
       const r = await http.json<{ redriven: number; failed: Array<{ id: string; error: string }> }>('POST', `${base}/redrive`, v.all ? { all: true } : { ids });
       out(JSON.stringify(r));
       for (const f of r.failed ?? []) err(`${f.id}: ${f.error}`);

@@ -4,21 +4,15 @@
  * (delivered once), fail again with attempts raised, and are discarded with an audit entry; the export holds exactly
  * one workspace's accepted events of a range; the pipeline status shows every topic and partition.
  */
-import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type RunningService } from '../../services/compose/service.js';
-import { loadConfig } from '../../services/shared/config.js';
-import { silentLogger } from '../../services/shared/logger.js';
 import { Topics } from '../../services/shared/topics.js';
-import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import type { RunningService } from '../../services/compose/service.js';
+import type { RunningSandbox } from '../sandbox/server.js';
+import type { AdminClient } from '../helpers/admin-client.js';
+import { startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
-import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { eventually, receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
-import { freePort } from '../sandbox/ports.js';
-import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 
 const ADMIN = 'data-team-e2e-admin-token';
 let sandbox: RunningSandbox;
@@ -31,34 +25,13 @@ const SETUP = {
   events: [{ name: 'purchase', platform_event: 'Purchase' }],
 };
 
+let running: ServiceWithSandbox;
 beforeAll(async () => {
-  sandbox = await startSandbox({ port: 0 });
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = loadConfig({
-    PORT: String(port),
-    HOST: '127.0.0.1',
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'data-team-e2e-')),
-    ADMIN_TOKEN: ADMIN,
-    PUBLIC_BASE_URL: url,
-    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
-    FORWARDER_LINGER_MS: '20',
-    FORWARDER_RETRY_BASE_MS: '30',
-    FORWARDER_RETRY_MAX_MS: '300',
-    LOG_LEVEL: 'silent',
-    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
-  });
-  service = await startService(config, silentLogger, { inMemoryDb: true });
-  await service.app.listen({ port, host: '127.0.0.1' });
-  admin = adminClient(url, ADMIN);
+  running = await startServiceWithSandbox(ADMIN);
+  ({ sandbox, service, url, admin } = running);
 });
 afterAll(async () => {
-  await service?.close();
-  await sandbox?.close();
+  await running?.close();
 });
 afterEach(async () => {
   await fetch(`${sandbox.controlUrl}/faults`, { method: 'DELETE' });
