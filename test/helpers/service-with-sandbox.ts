@@ -1,4 +1,7 @@
-/** The whole service in this process on the embedded default, listening on loopback, with a platform sandbox. */
+/**
+ * The whole service in this process, listening on loopback, with a platform sandbox: the embedded default in memory,
+ * or the runtime that `env` selects (KAFKA_BROKERS, SCHEMA_REGISTRY_URL, DATABASE_URL, KAFKA_GROUP_PREFIX).
+ */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,7 +44,7 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
     ...env,
   });
-  const service = await startService(config, silentLogger, { inMemoryDb: true });
+  const service = await startService(config, silentLogger, { inMemoryDb: !env.DATABASE_URL });
   await service.app.listen({ port, host: '127.0.0.1' });
   return {
     sandbox,
