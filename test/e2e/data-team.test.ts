@@ -9,10 +9,9 @@ import { Topics } from '../../services/shared/topics.js';
 import type { RunningService } from '../../services/compose/service.js';
 import type { RunningSandbox } from '../sandbox/server.js';
 import type { AdminClient } from '../helpers/admin-client.js';
-import { startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
+import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
-import { connectLikeABrowser } from '../sandbox/connect.js';
 
 const ADMIN = 'data-team-e2e-admin-token';
 let sandbox: RunningSandbox;
@@ -20,12 +19,10 @@ let service: RunningService;
 let url: string;
 let admin: AdminClient;
 
-const SETUP = {
-  event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
-  events: [{ name: 'purchase', platform_event: 'Purchase' }],
-};
 
 let running: ServiceWithSandbox;
+const connectedWorkspace = (name: string) => running.connectedWorkspace(name);
+const send = (key: string, events: unknown[]) => running.send(key, events);
 beforeAll(async () => {
   running = await startServiceWithSandbox(ADMIN);
   ({ sandbox, service, url, admin } = running);
@@ -37,19 +34,6 @@ afterEach(async () => {
   await fetch(`${sandbox.controlUrl}/faults`, { method: 'DELETE' });
 });
 
-/** A workspace with a live key, the setup above, connected to the sandbox. */
-async function connectedWorkspace(name: string): Promise<{ ws: string; key: string }> {
-  const ws = (await admin.createWorkspace(name)).id;
-  const key = (await admin.createKey(ws, 'live')).key;
-  expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
-  const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-  expect((await connectLikeABrowser(started.body.authorize_url)).status).toBe(200);
-  return { ws, key };
-}
-async function send(key: string, events: unknown[]): Promise<void> {
-  const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(events) });
-  expect(r.status, await r.clone().text()).toBe(202);
-}
 async function deliveries(eventId: string): Promise<Array<{ record: any }>> {
   return (await receivedBySandbox(sandbox)).filter((e) => e.event_id === eventId);
 }
@@ -179,17 +163,7 @@ describe('dead letters', () => {
 
 describe('export', () => {
   it('streams exactly the workspace\'s accepted events of the range as NDJSON', async () => {
-    const a = await connectedWorkspace('export-a');
-    const b = await connectedWorkspace('export-b');
-    const from = new Date(Date.now() - 1).toISOString();
-    const inRange = [webEvent(), webEvent({ event_name: 'page_view' }), webEvent()];
-    await send(a.key, inRange.slice(0, 2));
-    await send(b.key, [webEvent(), webEvent()]);
-    await send(a.key, inRange.slice(2));
-    await new Promise((r) => setTimeout(r, 20));
-    const to = new Date().toISOString();
-    await new Promise((r) => setTimeout(r, 20));
-    await send(a.key, [webEvent()]); // after the range
+    const { a, from, to, inRange } = await running.exportScenario(3);
 
     const r = await fetch(`${url}/admin/v1/workspaces/${a.ws}/events/export?from=${from}&to=${to}`, { headers: { authorization: `Bearer ${ADMIN}` } });
     expect(r.status).toBe(200);

@@ -14,14 +14,9 @@ import { PIPELINE_PARTITIONS, Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
 import { receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';
-import { startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
-import { connectLikeABrowser } from '../sandbox/connect.js';
+import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 
 const ADMIN = 'kafka-data-team-admin-token';
-const SETUP = {
-  event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
-  events: [{ name: 'purchase', platform_event: 'Purchase' }],
-};
 let kit: KafkaKit;
 let database: Awaited<ReturnType<typeof freshDatabase>>;
 let svc: ServiceWithSandbox;
@@ -54,18 +49,8 @@ afterEach(async () => {
   if (svc) await fetch(`${svc.sandbox.controlUrl}/faults`, { method: 'DELETE' });
 });
 
-async function connectedWorkspace(name: string): Promise<{ ws: string; key: string }> {
-  const ws = (await svc.admin.createWorkspace(name)).id;
-  const key = (await svc.admin.createKey(ws, 'live')).key;
-  expect((await svc.admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
-  const started = await svc.admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
-  expect((await connectLikeABrowser(started.body.authorize_url)).status).toBe(200);
-  return { ws, key };
-}
-async function send(key: string, events: unknown[]): Promise<void> {
-  const r = await fetch(`${svc.url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(events) });
-  expect(r.status, await r.clone().text()).toBe(202);
-}
+const connectedWorkspace = (name: string) => svc.connectedWorkspace(name);
+const send = (key: string, events: unknown[]) => svc.send(key, events);
 async function letters(ws: string): Promise<any[]> {
   const r = await svc.admin.call('GET', `/admin/v1/workspaces/${ws}/dead-letters`);
   expect(r.status).toBe(200);
@@ -116,17 +101,7 @@ describe('dead letters on Kafka', () => {
 
 describe('export on Kafka', () => {
   it('streams exactly one workspace\'s accepted events of the range, decoded from Avro, without moving the live groups', async () => {
-    const a = await connectedWorkspace('kexport-a');
-    const b = await connectedWorkspace('kexport-b');
-    const from = new Date(Date.now() - 1).toISOString();
-    const mine = [webEvent(), webEvent({ event_name: 'page_view' }), webEvent(), webEvent()];
-    await send(a.key, mine.slice(0, 2));
-    await send(b.key, [webEvent(), webEvent()]);
-    await send(a.key, mine.slice(2));
-    await new Promise((r) => setTimeout(r, 20));
-    const to = new Date().toISOString();
-    await new Promise((r) => setTimeout(r, 20));
-    await send(a.key, [webEvent()]);
+    const { a, from, to, inRange: mine } = await svc.exportScenario(4);
     const groupsBefore = await kit.admin.committedOffsets(`${prefix}dedupe`, Topics.eventsRaw);
 
     const r = await fetch(`${svc.url}/admin/v1/workspaces/${a.ws}/events/export?from=${from}&to=${to}`, { headers: { authorization: `Bearer ${ADMIN}` } });
