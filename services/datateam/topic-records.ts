@@ -8,8 +8,8 @@ import type { Db } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import type { KafkaAdmin } from '../shared/kafka/admin.js';
 import type { KafkaConnection } from '../shared/kafka/client.js';
-import { streamTopicRange } from '../shared/kafka/reader.js';
-import { UndecodableRecordError, type AvroSerde } from '../shared/kafka/serde.js';
+import { decodeOrMark, streamTopicRange } from '../shared/kafka/reader.js';
+import type { AvroSerde } from '../shared/kafka/serde.js';
 import type { TopicName } from '../shared/topics.js';
 
 export interface TopicRecord {
@@ -61,15 +61,7 @@ export function kafkaTopicRecords(connection: KafkaConnection, admin: KafkaAdmin
     const from = new Map([...ends].map(([p, o]) => [p, last === undefined || o.high - last < o.low ? o.low : o.high - last]));
     const to = new Map([...ends].map(([p, o]) => [p, o.high]));
     for await (const r of streamTopicRange(connection, admin, topic, { from, to, keyPrefix: q.keyPrefix, signal })) {
-      let value: unknown = null;
-      if (r.value !== null) {
-        try {
-          value = await serde.decode(topic, r.value);
-        } catch (err) {
-          if (!(err instanceof UndecodableRecordError)) throw err;
-          value = { undecodable: err.message, base64: r.value.toString('base64') };
-        }
-      }
+      const value = await decodeOrMark(serde, topic, r.value);
       yield { topic, partition: r.partition, offset: r.offset.toString(), timestamp: new Date(r.timestamp).toISOString(), key: r.key, value };
     }
   };

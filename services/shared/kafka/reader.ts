@@ -14,7 +14,7 @@ export interface ReadRecord<V = unknown> {
   readonly partition: number;
   readonly offset: bigint;
   readonly key: string;
-  /** Decoded value; null for a tombstone; `{ undecodable: reason }` for bytes no registered schema reads. */
+  /** Decoded value; null for a tombstone; `{ undecodable: reason, base64 }` for bytes no registered schema reads. */
   readonly value: V;
   readonly timestamp: number;
   readonly headers: Readonly<Record<string, string>>;
@@ -96,19 +96,22 @@ export async function readTopic<V = unknown>(
 ): Promise<Array<ReadRecord<V>>> {
   const raw = await readTopicRaw(connection, admin, topic, opts);
   const out: Array<ReadRecord<V>> = [];
-  for (const r of raw) {
-    let value: unknown = null;
-    if (r.value !== null) {
-      try {
-        value = await serde.decode(topic, r.value);
-      } catch (err) {
-        if (!(err instanceof UndecodableRecordError)) throw err;
-        value = { undecodable: err.message };
-      }
-    }
-    out.push({ ...r, value: value as V });
-  }
+  for (const r of raw) out.push({ ...r, value: (await decodeOrMark(serde, topic, r.value)) as V });
   return out;
+}
+
+/**
+ * A record's value decoded into its domain type; null for a tombstone; `{ undecodable: reason, base64 }` for bytes no
+ * registered schema reads. Throws when the registry cannot be reached.
+ */
+export async function decodeOrMark(serde: AvroSerde, topic: TopicName, bytes: Buffer | null): Promise<unknown> {
+  if (bytes === null) return null;
+  try {
+    return await serde.decode(topic, bytes);
+  } catch (err) {
+    if (!(err instanceof UndecodableRecordError)) throw err;
+    return { undecodable: err.message, base64: bytes.toString('base64') };
+  }
 }
 
 export interface RangeOptions {
