@@ -263,6 +263,22 @@ describe('bad input', () => {
     problem(await admin.call('GET', `/admin/v1/workspaces/${ws}/events/export${query}`), 400, field);
   });
 
+  it.each([
+    ['an unknown topic', '/admin/v1/topics/no.such.topic/records', 'topic'],
+    ['last 0', '/admin/v1/topics/events.raw/records?last=0', 'last'],
+    ['last not a number', '/admin/v1/topics/events.raw/records?last=many', 'last'],
+  ])('refuses topic records with %s', async (_what, path, field) => {
+    problem(await admin.call('GET', path), 400, field);
+  });
+
+  it('reads a topic\'s records, decoded, filtered by key prefix', async () => {
+    const r = await fetch(`${url}/admin/v1/topics/events.dlq/records?key_prefix=${encodeURIComponent(`${other.ws}:`)}`, { headers: { authorization: `Bearer ${ADMIN}` } });
+    expect(r.status).toBe(200);
+    const lines = (await r.text()).trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toEqual([expect.objectContaining({ topic: 'events.dlq', partition: 0, key: `${other.ws}:x`, value: expect.objectContaining({ stage: 'dedupe' }) })]);
+    expect((await fetch(`${url}/admin/v1/topics/events.dlq/records`)).status).toBe(401);
+  });
+
   it('answers 404 for the export of an unknown workspace', async () => {
     problem(await admin.call('GET', '/admin/v1/workspaces/ws_nope/events/export?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z'), 404);
   });
