@@ -231,7 +231,7 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
     },
     async (request, reply) => {
       const abort = new AbortController();
-      request.raw.once('close', () => abort.abort());
+      reply.raw.once('close', () => abort.abort()); // finished, or the client went away
       const q = { last: request.query.last, keyPrefix: request.query.key_prefix };
       const lines = async function* (): AsyncGenerator<string> {
         for await (const r of deps.topicRecords(request.params.topic, q, abort.signal)) yield `${JSON.stringify(r)}\n`;
@@ -262,7 +262,7 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
       if (from >= to) throw new IngestError('validation', 'querystring.to: must be after from');
       await requireWorkspace(ws);
       const abort = new AbortController();
-      request.raw.once('close', () => abort.abort());
+      reply.raw.once('close', () => abort.abort()); // finished, or the client went away
       const lines = async function* (): AsyncGenerator<string> {
         for await (const envelope of deps.acceptedEvents.read(ws, from, to, abort.signal)) yield `${JSON.stringify(envelope)}\n`;
       };

@@ -29,8 +29,8 @@ export interface ServiceWithSandbox {
   /** POST /v1/events with the key; fails the test unless 202. */
   send(key: string, events: unknown[]): Promise<void>;
   /**
-   * Two connected workspaces; `a` sends `inRange` events around `b`'s, all received in [from, to), then one more
-   * after `to`. For the export's tests: exactly `inRange` belongs in a's export of [from, to).
+   * Two connected workspaces; `a` sends one event before `from`, then `inRange` events around `b`'s, all received in
+   * [from, to), then one more after `to`. For the export's tests: exactly `inRange` belongs in a's export of [from, to).
    */
   exportScenario(inRange: number): Promise<{ a: { ws: string; key: string }; from: string; to: string; inRange: WebEvent[] }>;
   close(): Promise<void>;
@@ -89,6 +89,8 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     async exportScenario(n) {
       const a = await connectedWorkspace('export-a');
       const b = await connectedWorkspace('export-b');
+      await send(a.key, [webEvent()]); // before the range
+      await sleep(20);
       const from = new Date(Date.now() - 1).toISOString();
       const inRange = Array.from({ length: n }, (_, i) => (i === 1 ? webEvent({ event_name: 'page_view' }) : webEvent()));
       await send(a.key, inRange.slice(0, 2));

@@ -141,6 +141,9 @@ export async function* streamTopicRange(
 ): AsyncGenerator<RawRecord> {
   const pending = new Set([...opts.from].filter(([p, o]) => o < (opts.to.get(p) ?? 0n)).map(([p]) => p));
   if (pending.size === 0) return;
+  // Only these partitions are read (a partition with an empty range has no committed start: it would be read from
+  // its default position, outside the range).
+  const ranged: ReadonlySet<number> = new Set(pending);
   const groupId = connection.groupId(`range-${randomUUID()}`);
   await admin.setGroupOffsets(groupId, topic, new Map([...opts.from].filter(([p]) => pending.has(p))));
   const high = opts.highWaterMark ?? 1000;
@@ -157,11 +160,17 @@ export async function* streamTopicRange(
     groupId,
     topics: [topic],
     partitionsConsumedConcurrently: 1,
-    onAssigned: () => undefined,
+    onAssigned: (assignment) => {
+      const idle = (assignment.get(topic) ?? []).filter((p) => !ranged.has(p));
+      if (idle.length > 0) consumer.pause(topic, idle);
+    },
     onBatch: async (batch) => {
+      if (!ranged.has(batch.partition)) return;
+      const start = opts.from.get(batch.partition) ?? 0n;
       const end = opts.to.get(batch.partition) ?? 0n;
       for (const r of batch.records) {
         if (r.offset >= end) break;
+        if (r.offset < start) continue;
         if (opts.keyPrefix !== undefined && !r.key.startsWith(opts.keyPrefix)) continue;
         queue.push({ partition: r.partition, offset: r.offset, key: r.key, value: r.value, timestamp: r.timestamp, headers: r.headers });
         notifyReader();
