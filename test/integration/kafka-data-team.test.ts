@@ -12,6 +12,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
 import { PIPELINE_PARTITIONS, Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
+import { webEnvelope } from '../helpers/envelopes.js';
+import { envelopeKey } from '../../services/shared/envelope.js';
 import { receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
@@ -96,6 +98,24 @@ describe('dead letters on Kafka', () => {
     const other = (await svc.admin.createWorkspace('kdl-other')).id;
     expect((await svc.admin.call('GET', `/admin/v1/workspaces/${other}/dead-letters/${letter.id}`)).status).toBe(404);
     expect((await svc.admin.call('POST', `/admin/v1/workspaces/${other}/dead-letters/redrive`, { ids: [letter.id] })).status).toBe(404);
+  }, 120_000);
+
+  it('a stage letter redriven goes back through Kafka to its stage; failing there again, it returns with attempts raised', async () => {
+    const ws = (await svc.admin.createWorkspace('kdl-again')).id;
+    // Fits the Avro schema, and the envelope check refuses it: dedupe dead-letters it every time.
+    const envelope = { ...webEnvelope({}, { workspaceId: ws, receivedAt: Date.now() }), v: 2 };
+    const producer = new IdempotentProducer(kit.connection);
+    try {
+      await producer.send([{ topic: Topics.eventsRaw, records: [{ key: envelopeKey(envelope), value: kit.serde.encode(Topics.eventsRaw, envelope) }] }]);
+    } finally {
+      await producer.close();
+    }
+    const letter = await waitFor('stage letter', async () => (await letters(ws))[0], 60_000);
+    expect(letter).toMatchObject({ stage: 'dedupe', reason: 'invalid_envelope', attempts: 1, event_id: envelope.idempotency_key });
+    expect(await svc.admin.call('POST', `/admin/v1/workspaces/${ws}/dead-letters/redrive`, { ids: [letter.id] })).toMatchObject({ status: 202, body: { redriven: 1, failed: [] } });
+    const again = await waitFor('back with attempts 2', async () => (await letters(ws)).find((l) => l.attempts === 2), 60_000);
+    expect(again).toMatchObject({ id: letter.id, status: 'dead', reason: 'invalid_envelope' });
+    expect(await letters(ws)).toHaveLength(1);
   }, 120_000);
 });
 
