@@ -138,6 +138,16 @@ export class DeadLetterRepo {
     });
   }
 
+  /** The audit entry of a redrive request: how many went back, which stayed and why. */
+  async auditRedrive(workspaceId: string, detail: { redriven: number; failed: ReadonlyArray<{ id: string; error: string }>; all: boolean }, actor = 'admin'): Promise<void> {
+    await this.db.query('INSERT INTO audit_log (workspace_id, actor, action, detail) VALUES ($1, $2, $3, $4::jsonb)', [
+      workspaceId,
+      actor,
+      'dead_letters.redriven',
+      JSON.stringify({ redriven: detail.redriven, all: detail.all, failed: detail.failed.slice(0, 100).map((f) => f.id) }),
+    ]);
+  }
+
   /** Dead letters waiting per stage (all workspaces): how many and since when. */
   async summary(): Promise<StageSummary[]> {
     const r = await this.db.query<{ stage: string; topic: string; n: unknown; oldest: Date | string | null }>(

@@ -192,6 +192,7 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
           afterSeq = page.at(-1)!.seq;
         }
       }
+      await deps.deadLetters.auditRedrive(ws, { redriven, failed, all: all === true });
       request.log.info({ workspace: ws, redriven, failed: failed.length }, 'dead letters redriven');
       return reply.code(202).send({ redriven, failed });
     },

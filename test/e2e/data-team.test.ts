@@ -79,6 +79,8 @@ describe('dead letters', () => {
     expect((await deadLetters(ws, '?status=redriven')).map((l) => l.id)).toEqual([letter.id]);
     // Once only: the letter is no longer dead.
     expect((await redrive(ws, { ids: [letter.id] })).status).toBe(409);
+    const audit = await service.db.query<{ action: string; detail: any }>("SELECT action, detail FROM audit_log WHERE workspace_id = $1 AND action = 'dead_letters.redriven'", [ws]);
+    expect(audit.rows).toEqual([{ action: 'dead_letters.redriven', detail: { redriven: 1, all: false, failed: [] } }]);
   });
 
   it('a redriven conversion that fails again returns with its attempts raised, and is delivered once its cause is gone', async () => {
