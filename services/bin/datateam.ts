@@ -72,7 +72,7 @@ const DONE = new Set(['done', 'failed', 'cancelled']);
 
 async function watchReplay(http: AdminHttp, ws: string, id: string, pollMs: number): Promise<number> {
   const path = `/admin/v1/workspaces/${enc(ws)}/replays/${enc(id)}`;
-  const bar = progressBar(`replay ${id}`, 1000, 'events {events_read} | built {built} | sent {sent}');
+  const bar = progressBar(`replay ${id}`, 1000, 'events {events_read} | built {built} | sent {sent}', { events_read: 0, built: 0, sent: 0 });
   let r: any;
   try {
     for (;;) {
@@ -174,7 +174,7 @@ async function exportEvents(http: AdminHttp, args: string[], v: Values): Promise
   const target = v.out ? createWriteStream(v.out) : process.stdout;
   // Lines come in log order, close to time order: the share of the range covered so far is the progress.
   const [start, end] = [Date.parse(from), Date.parse(to)];
-  const bar = progressBar(`export ${ws}`, 1000, '{lines} events');
+  const bar = progressBar(`export ${ws}`, 1000, '{lines} events', { lines: 0 });
   let lines = 0;
   try {
     for await (const line of ndjsonLines(r)) {

@@ -88,7 +88,7 @@ async function failure(r: Response, what: string): Promise<CliError> {
 }
 
 /** A progress bar with ETA on stderr (nothing when stderr is not a terminal). `total` is in the caller's units. */
-export function progressBar(label: string, total: number, extra = ''): cliProgress.SingleBar {
+export function progressBar(label: string, total: number, extra = '', payload: Record<string, unknown> = {}): cliProgress.SingleBar {
   const bar = new cliProgress.SingleBar(
     {
       format: `${label} [{bar}] {percentage}% | ETA {eta_formatted} | ${extra}`,
@@ -99,7 +99,7 @@ export function progressBar(label: string, total: number, extra = ''): cliProgre
     },
     cliProgress.Presets.shades_classic,
   );
-  bar.start(total, 0);
+  bar.start(total, 0, payload);
   return bar;
 }
 
