@@ -1,12 +1,16 @@
 /**
- * Decodes a topic with the schema registry, generically: each value's writer schema is fetched by the id in its
- * Confluent wire format header (GET $SCHEMA_REGISTRY_URL/schemas/ids/<id>), so the output is the Avro record exactly
- * as written (e.g. `payload_json` as text), whatever version wrote it. One JSON line per record, read_committed.
+ * Decodes a topic, one JSON line per record, on either runtime.
+ *  - With KAFKA_BROKERS and SCHEMA_REGISTRY_URL set (and no --url): straight from Kafka, generically: each value's
+ *    writer schema is fetched by the id in its Confluent wire format header (GET $SCHEMA_REGISTRY_URL/schemas/ids/<id>),
+ *    so the output is the Avro record exactly as written (e.g. `payload_json` as text), read_committed.
+ *  - Otherwise (the embedded default, or --url): through the running service's admin API
+ *    (GET /admin/v1/topics/{topic}/records, ADMIN_TOKEN), which reads the embedded log or Kafka for it.
  *
  *   set -a; . infra/local/.env; set +a
  *   node dist/services/bin/decode.js <topic> [--last N] [--from-beginning] [--key-prefix PREFIX]
+ *   ADMIN_TOKEN=… node dist/services/bin/decode.js <topic> --url http://localhost:8080 [--last N] …
  *
- * Default: the last 10 records of every partition. Tombstones print value null.
+ * Default: the last 10 records of every partition. Tombstones print value null. `datateam decode` is the same command.
  */
 import { loadConfig } from '../shared/config.js';
 import { silentLogger } from '../shared/logger.js';
@@ -15,11 +19,12 @@ import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
 import { readTopicRaw } from '../shared/kafka/reader.js';
 import { SchemaRegistryClient } from '../shared/kafka/serde.js';
+import { adminHttp, CliError, decodeOverHttp } from './cli/admin-http.js';
 
 function usage(message?: string): never {
   if (message) process.stderr.write(`${message}\n`);
   process.stderr.write(
-    `usage: bin/decode.js <topic> [--last N | --from-beginning] [--key-prefix PREFIX]\ntopics: ${TOPIC_SPECS.map((t) => t.name).join(', ')}\n`,
+    `usage: bin/decode.js <topic> [--last N | --from-beginning] [--key-prefix PREFIX] [--url SERVICE_URL]\ntopics: ${TOPIC_SPECS.map((t) => t.name).join(', ')}\n`,
   );
   process.exit(2);
 }
@@ -30,11 +35,13 @@ if (!topic || topic.startsWith('-')) usage();
 let last = 10n;
 let fromBeginning = false;
 let keyPrefix = '';
+let url: string | undefined;
 for (let i = 1; i < args.length; i++) {
   const a = args[i];
   if (a === '--last') last = BigInt(args[++i] ?? usage('--last needs a number'));
   else if (a === '--from-beginning') fromBeginning = true;
   else if (a === '--key-prefix') keyPrefix = args[++i] ?? usage('--key-prefix needs a value');
+  else if (a === '--url') url = args[++i] ?? usage('--url needs a value');
   else usage(`unknown option ${a}`);
 }
 
@@ -42,7 +49,21 @@ for (let i = 1; i < args.length; i++) {
 process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? 0 : 1));
 
 const config = loadConfig();
-if (!config.kafka) usage('set KAFKA_BROKERS and SCHEMA_REGISTRY_URL (e.g. from infra/local/.env)');
+if (!config.kafka || url !== undefined) {
+  // The embedded default keeps its log in the service's own store: ask the service.
+  try {
+    process.exitCode = await decodeOverHttp(adminHttp(url ?? `http://localhost:${config.port}`, process.env.ADMIN_TOKEN), topic, {
+      last,
+      fromBeginning,
+      keyPrefix,
+    });
+  } catch (err) {
+    if (!(err instanceof CliError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = err.code;
+  }
+  process.exit();
+}
 const connection = new KafkaConnection({ brokers: config.kafka.brokers, groupPrefix: 'decode-cli-' }, silentLogger);
 const admin = new KafkaAdmin(connection);
 const registry = new SchemaRegistryClient(config.kafka.schemaRegistryUrl);

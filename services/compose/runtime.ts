@@ -28,6 +28,12 @@ import { toNumber } from '../shared/db/db.js';
 import { Topics } from '../shared/topics.js';
 import { ENRICH_STAGE } from '../enrich/processor.js';
 import { INTAKE_GROUP } from '../forwarder/intake.js';
+import { appendInTransaction } from '../stream/embedded/log.js';
+import { IdempotentProducer } from '../shared/kafka/producer.js';
+import { embeddedAcceptedEvents, kafkaAcceptedEvents, type AcceptedEvents } from '../datateam/accepted-events.js';
+import { embeddedPositions, kafkaPositions, type PositionsReader } from '../datateam/log-positions.js';
+import { CannotRedrive, type RedriveLog } from '../datateam/redrive.js';
+import { embeddedTopicRecords, kafkaTopicRecords, type TopicRecords } from '../datateam/topic-records.js';
 
 export interface PipelineRuntime {
   readonly kind: 'embedded' | 'kafka';
@@ -40,6 +46,13 @@ export interface PipelineRuntime {
   readonly rangeReader: RangeReader;
   /** Records the live enrich and forwarder stages have not processed yet (a replay waits while it is high). */
   liveBacklog(): Promise<number>;
+  /** What the data-team operations (services/datateam) need of the runtime: positions, the raw log, a redrive log. */
+  readonly dataTeam: {
+    readonly positions: PositionsReader;
+    readonly acceptedEvents: AcceptedEvents;
+    readonly topicRecords: TopicRecords;
+    readonly redriveLog: RedriveLog;
+  };
   /** Starts the stages (and, on Kafka, the dead-letter relay). */
   start(): Promise<void>;
   /** Stops taking appends and finishes the queued ones (after the HTTP server stopped). */
@@ -61,6 +74,8 @@ export interface RuntimeDeps {
   readonly db: Db;
   readonly logger: Logger;
   readonly stages: () => AnyStage[];
+  /** Every stage's name and input topic (the consumer groups whose positions GET /admin/v1/pipeline shows). */
+  readonly stageInputs: ReadonlyArray<{ readonly stage: string; readonly topic: string }>;
 }
 
 export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
@@ -90,6 +105,15 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
       );
       return toNumber(r.rows[0]?.lag ?? 0);
     },
+    dataTeam: {
+      positions: embeddedPositions(db),
+      acceptedEvents: embeddedAcceptedEvents(db),
+      topicRecords: embeddedTopicRecords(db),
+      redriveLog: {
+        reappend: (tx, topic, records) => appendInTransaction(tx, new Map([[topic, records]])),
+        committed: (topic) => log.appended.emit('append', topic),
+      },
+    },
     async start() {
       for (const r of runners) await r.start();
       // The process that runs the stages also keeps the log within its topics' retention.
@@ -104,7 +128,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
 }
 
 async function openKafkaRuntime(
-  { config, db, logger, stages }: RuntimeDeps,
+  { config, db, logger, stages, stageInputs }: RuntimeDeps,
   kafka: NonNullable<Config['kafka']>,
 ): Promise<PipelineRuntime> {
   if (db.kind !== 'postgres') throw new Error('the Kafka runtime keeps its state in Postgres: set DATABASE_URL');
@@ -131,6 +155,19 @@ async function openKafkaRuntime(
   const forwarder = runs(config.role, 'forwarder');
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
+  // Redriven records go back to their stage's input through a producer of their own (acks=all, idempotent).
+  const redriveProducer = new IdempotentProducer(connection, { retries: 5, maxRetryTimeMs: 1_000 });
+  const redriveLog: RedriveLog = {
+    async reappend(_tx, topic, records) {
+      let encoded;
+      try {
+        encoded = records.map((r) => ({ key: r.key, value: serde.encode(topic, r.value) }));
+      } catch (err) {
+        throw new CannotRedrive(`the record does not fit ${topic}'s schema: ${(err as Error).message}`);
+      }
+      await redriveProducer.send([{ topic, records: encoded }]);
+    },
+  };
 
   // The live backlog from the broker's group offsets, at most every 2 s.
   let backlog = { at: 0, value: 0 };
@@ -155,6 +192,12 @@ async function openKafkaRuntime(
     runners,
     rangeReader: new KafkaRangeReader({ connection, admin, serde }),
     liveBacklog,
+    dataTeam: {
+      positions: kafkaPositions(admin, stageInputs.map((s) => ({ group: connection.groupId(s.stage), topic: s.topic }))),
+      acceptedEvents: kafkaAcceptedEvents(connection, admin, serde),
+      topicRecords: kafkaTopicRecords(connection, admin, serde),
+      redriveLog,
+    },
     async start() {
       for (const r of runners) await r.start();
       relay?.start();
@@ -165,6 +208,7 @@ async function openKafkaRuntime(
     async close() {
       await Promise.all(runners.map((r) => r.stop()));
       await relay?.stop();
+      await redriveProducer.close();
       await admin.close();
     },
   };

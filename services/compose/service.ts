@@ -20,6 +20,11 @@ import type { EmbeddedLog } from '../stream/embedded/log.js';
 import { openRuntime } from './runtime.js';
 import { replayRoutes } from '../replay/routes.js';
 import { ReplayWorker } from '../replay/worker.js';
+import { ReplayRepo, viewOf } from '../replay/jobs.js';
+import { createForwarderIntake } from '../forwarder/intake.js';
+import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
+import { Redriver } from '../datateam/redrive.js';
+import { dataTeamRoutes } from '../datateam/routes.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -54,7 +59,10 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     db,
     logger,
     stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: platform.intake }),
+    stageInputs: pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: createForwarderIntake() }).map((s) => ({ stage: s.name, topic: s.input })),
   });
+  const deadLetters = new DeadLetterRepo(db);
+  const redriver = new Redriver({ db, repo: deadLetters, log: runtime.dataTeam.redriveLog, onQueued: () => platform.sender?.wake() });
   const log = runtime.log;
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
@@ -76,7 +84,15 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     admin: runs(config.role, 'console'),
     adminExtensions: [
       (scope) => forwardingRoutes(scope, { db }),
-      (scope) => pipelineRoutes(scope, { db }),
+      (scope) =>
+        pipelineRoutes(scope, {
+          runtime: runtime.kind,
+          positions: runtime.dataTeam.positions,
+          deadLetters,
+          listRunningReplays: async () => (await new ReplayRepo(db).active()).map(viewOf),
+        }),
+      (scope) =>
+        dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents, topicRecords: runtime.dataTeam.topicRecords }),
       (scope) => replayRoutes(scope, { db, rawLogRetentionMs: config.rawLogRetentionMs }),
       ...platform.adminExtensions,
     ],

@@ -7,7 +7,8 @@
 import type { ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
 import type { ConnectionStatus } from './connection-repo.js';
-import type { ConversionDeadLetter } from './outbox-repo.js';
+import { recordDeadLetters } from '../shared/dead-letter.js';
+import { conversionLetterEntry, type ConversionDeadLetter } from './outbox-repo.js';
 
 /** Why a conversions.ready value cannot be forwarded, or null when it can. */
 export function conversionProblem(v: unknown): string | null {
@@ -163,6 +164,11 @@ export async function fileIntoOutbox(
       }
     }
   }
+  // The queryable rows of the dead letters (shared/dead-letter.ts), in the batch's transaction.
+  await recordDeadLetters(
+    tx,
+    filed.flatMap((f, at) => (f.kind === 'dead_lettered' ? [conversionLetterEntry(f.letter, items[at]!.position)] : [])),
+  );
   return { counted, filed };
 }
 

@@ -10,6 +10,8 @@ import { conversionKey, type PlatformEventRecord } from '../shared/conversion.js
 import { recordActivity } from '../shared/activity.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
+import { recordDeadLetters, type DeadLetterEntry } from '../shared/dead-letter.js';
+import { readForwardingSetup, type ForwardingSetup } from '../shared/forwarding-setup.js';
 
 /** A conversion waiting in the outbox. */
 export interface OutboxRow {
@@ -130,6 +132,13 @@ export class OutboxRepo {
         return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
       });
       await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
+      // The queryable rows (shared/dead-letter.ts), with the sender's event name the setup of now maps to the
+      // rejected platform event: a redrive rebuilds the conversion under the setup of then (datateam/redrive.ts).
+      const setup = await readForwardingSetup(tx, rows[0]!.workspaceId);
+      await recordDeadLetters(
+        tx,
+        letters.map(({ value }) => conversionLetterEntry(value, `platform request ${platform.requestId ?? 'none'} at ${now}`, sourceEventOf(setup, value.record))),
+      );
       await recordActivity(tx, [{ workspaceId: rows[0]!.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);
     });
   }
@@ -168,4 +177,28 @@ export class OutboxRepo {
     for (const row of r.rows) out[row.live ? 'pending' : 'parked'] += toNumber(row.n);
     return out;
   }
+}
+
+/** The dead_letters row of a forwarder letter: its origin is the conversion's ledger id (test ones live apart). */
+export function conversionLetterEntry(letter: ConversionDeadLetter, source: string, sourceEvent: string | null = null): DeadLetterEntry {
+  return {
+    workspaceId: letter.workspace_id,
+    stage: letter.stage,
+    topic: Topics.conversionsDlq,
+    origin: letter.test_event_code ? `test:${letter.event_id}` : letter.event_id,
+    source,
+    eventId: letter.event_id === '' ? null : letter.event_id,
+    reason: letter.reason,
+    error: letter.platform_code === null ? letter.platform_message : `${letter.platform_code}: ${letter.platform_message}`,
+    value: letter,
+    failedAt: letter.failed_at,
+    sourceEvent,
+  };
+}
+
+/** The one sender event name a setup maps to a platform event, or null (none, or several: ambiguous). */
+export function sourceEventOf(setup: ForwardingSetup | undefined, record: unknown): string | null {
+  const event = typeof record === 'object' && record !== null ? (record as { event?: unknown }).event : undefined;
+  const names = (setup?.events ?? []).filter((m) => m.platform_event === event).map((m) => m.name);
+  return names.length === 1 ? names[0]! : null;
 }

@@ -9,6 +9,7 @@ import { registry } from './metrics.js';
 import { watchForScrape, refreshScrapeGauges } from './metrics-scrape.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { commitOffset } from '../stream/embedded/offsets.js';
+import { recordDeadLetters, type DeadLetterEntry } from './dead-letter.js';
 import { Topics, type TopicName } from './topics.js';
 
 let db: Db;
@@ -44,6 +45,20 @@ beforeAll(async () => {
 });
 afterAll(() => db.close());
 
+const letter = (over: Partial<DeadLetterEntry>): DeadLetterEntry => ({
+  workspaceId: 'ws_a',
+  stage: 'dedupe',
+  topic: Topics.eventsDlq,
+  origin: 'ws_a:k',
+  source: 'events.raw/0/1',
+  eventId: null,
+  reason: 'processing_failed',
+  error: 'boom',
+  value: {},
+  failedAt: Date.now(),
+  ...over,
+});
+
 describe('scrape-time gauges', () => {
   it('start at zero on an empty store, the probe says Postgres is up', async () => {
     expect(await gauge('dependency_up', { dependency: 'postgres' })).toBe(1);
@@ -57,9 +72,16 @@ describe('scrape-time gauges', () => {
   });
 
   it('count dead letters per stage with the age of the oldest', async () => {
-    await append(Topics.eventsDlq, [{ stage: 'enrich' }, { stage: 'enrich' }, { stage: 'dedupe' }]);
-    await append(Topics.conversionsDlq, [{ stage: 'forwarder' }]);
-    await db.query(`UPDATE log_records SET appended_at = now() - interval '1 hour' WHERE topic = $1 AND value->>'stage' = 'enrich'`, [Topics.eventsDlq]);
+    const hourAgo = Date.now() - 3_600_000;
+    await recordDeadLetters(db, [
+      letter({ stage: 'enrich', origin: 'ws_a:1', failedAt: hourAgo }),
+      letter({ stage: 'enrich', origin: 'ws_a:2' }),
+      letter({ stage: 'dedupe', origin: 'ws_a:3' }),
+      letter({ stage: 'forwarder', topic: Topics.conversionsDlq, origin: 'evt-1' }),
+      letter({ stage: 'dedupe', origin: 'ws_a:4' }),
+    ]);
+    // Redriven: no longer held.
+    await db.query(`UPDATE dead_letters SET status = 'redriven' WHERE origin = 'ws_a:4'`);
     expect(await gauge('dead_letters', { stage: 'enrich' })).toBe(2);
     expect(await gauge('dead_letters', { stage: 'dedupe' })).toBe(1);
     expect(await gauge('dead_letters', { stage: 'forwarder' })).toBe(1);
@@ -117,5 +139,29 @@ describe('scrape-time gauges', () => {
     } finally {
       watchForScrape({ db, embedded: { consumers: [{ group: 'dedupe', topic: Topics.eventsRaw }] } });
     }
+  });
+});
+
+describe('dead letter rows (recordDeadLetters)', () => {
+  const row = async (origin: string) =>
+    (await db.query<{ attempts: number; status: string; source: string; error: string }>('SELECT attempts, status, source, error FROM dead_letters WHERE origin = $1', [origin])).rows;
+
+  it('a batch written again from the same source changes nothing; the same record failing from a new source raises attempts and is dead again', async () => {
+    await recordDeadLetters(db, [letter({ origin: 'ws_a:again', source: 'events.raw/0/10' })]);
+    await recordDeadLetters(db, [letter({ origin: 'ws_a:again', source: 'events.raw/0/10' })]);
+    expect(await row('ws_a:again')).toEqual([{ attempts: 1, status: 'dead', source: 'events.raw/0/10', error: 'boom' }]);
+    await db.query(`UPDATE dead_letters SET status = 'redriven' WHERE origin = 'ws_a:again'`);
+    await recordDeadLetters(db, [letter({ origin: 'ws_a:again', source: 'events.raw/0/99', error: 'boom again' })]);
+    expect(await row('ws_a:again')).toEqual([{ attempts: 2, status: 'dead', source: 'events.raw/0/99', error: 'boom again' }]);
+  });
+
+  it('keeps one row per origin within one statement, and workspaces apart', async () => {
+    await recordDeadLetters(db, [
+      letter({ origin: 'ws_a:twice', source: 's1' }),
+      letter({ origin: 'ws_a:twice', source: 's2' }),
+      letter({ workspaceId: 'ws_b', origin: 'ws_a:twice', source: 's1' }),
+    ]);
+    const rows = await db.query<{ workspace_id: string; attempts: number }>("SELECT workspace_id, attempts FROM dead_letters WHERE origin = 'ws_a:twice' ORDER BY workspace_id");
+    expect(rows.rows).toEqual([{ workspace_id: 'ws_a', attempts: 1 }, { workspace_id: 'ws_b', attempts: 1 }]);
   });
 });

@@ -29,7 +29,7 @@ export const tokenExpiry = new Gauge({
 
 export const deadLetters = new Gauge({
   name: 'dead_letters',
-  help: 'Dead letters held, by stage (dedupe, enrich: events.dlq of the embedded runtime; forwarder: conversions.dlq)',
+  help: 'Dead letters waiting for an operator (not redriven or discarded), by stage: dedupe, enrich, forwarder; both runtimes',
   labelNames: ['stage'] as const,
   registers: [registry],
 });
@@ -49,7 +49,7 @@ export interface EmbeddedConsumer {
 
 export interface ScrapeSources {
   readonly db: Db;
-  /** Set on the embedded runtime: the stages (and the forwarder's intake) whose lag and dead letters it holds. */
+  /** Set on the embedded runtime: the stages (and the forwarder's intake) whose lag it holds. */
   readonly embedded?: { readonly consumers: readonly EmbeddedConsumer[] };
   /** Set on the Kafka runtime: a cheap reachability probe of the cluster. */
   readonly kafkaProbe?: (timeoutMs: number) => Promise<boolean>;
@@ -93,7 +93,7 @@ async function refresh(s: ScrapeSources): Promise<void> {
   dependencyUp.set({ dependency: 'postgres' }, pgUp ? 1 : 0);
   if (pgUp) {
     await readConnections(s.db);
-    await readDeadLetters(s.db, s.embedded !== undefined);
+    await readDeadLetters(s.db);
     if (s.embedded) await readEmbeddedLag(s.db, s.embedded.consumers);
   }
   await kafka;
@@ -119,18 +119,15 @@ async function readConnections(db: Db): Promise<void> {
   setOrRemove(tokenExpiry, { token: 'refresh' }, refresh);
 }
 
-async function readDeadLetters(db: Db, embedded: boolean): Promise<void> {
-  // conversions.dlq is in the database on both runtimes (on Kafka it is relayed from there); events.dlq only on
-  // the embedded runtime (on Kafka it is a Kafka topic: watch stage_records_total{outcome="dlq"}).
+async function readDeadLetters(db: Db): Promise<void> {
+  // The dead_letters table holds every letter waiting for an operator, of every stage, on both runtimes
+  // (shared/dead-letter.ts); a redriven or discarded letter is no longer held.
   const r = await db.query<{ stage: string; n: unknown; age: unknown }>(
-    `SELECT CASE WHEN topic = $1 THEN $2 ELSE value->>'stage' END AS stage, count(*) AS n,
-            extract(epoch FROM now() - min(appended_at)) AS age
-     FROM log_records WHERE topic = ANY($3::text[]) GROUP BY 1`,
-    [Topics.conversionsDlq, FORWARDER_STAGE, embedded ? [Topics.conversionsDlq, Topics.eventsDlq] : [Topics.conversionsDlq]],
+    `SELECT stage, count(*) AS n, extract(epoch FROM now() - min(first_failed_at)) AS age
+     FROM dead_letters WHERE status = 'dead' GROUP BY stage`,
   );
-  const stages = embedded ? [...PIPELINE_STAGES, FORWARDER_STAGE] : [FORWARDER_STAGE];
   const seen = new Map(r.rows.map((row) => [row.stage, row]));
-  for (const stage of new Set([...stages, ...seen.keys()])) {
+  for (const stage of new Set([...PIPELINE_STAGES, FORWARDER_STAGE, ...seen.keys()])) {
     const row = seen.get(stage);
     deadLetters.set({ stage }, row ? toNumber(row.n) : 0);
     deadLetterOldestAge.set({ stage }, row ? Math.max(0, toNumber(row.age)) : 0);

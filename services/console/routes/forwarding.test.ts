@@ -7,6 +7,8 @@ import { openDatabase } from '../../shared/db/open.js';
 import { silentLogger } from '../../shared/logger.js';
 import { forwardingRoutes } from './forwarding.js';
 import { pipelineRoutes } from './pipeline.js';
+import { DeadLetterRepo } from '../../datateam/dead-letter-repo.js';
+import { embeddedPositions } from '../../datateam/log-positions.js';
 
 const ADMIN = 'test-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -20,7 +22,9 @@ beforeAll(async () => {
     db,
     logger: silentLogger,
     admin: true,
-    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db })],
+    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) =>
+        pipelineRoutes(scope, { runtime: 'embedded', positions: embeddedPositions(db), deadLetters: new DeadLetterRepo(db) }),
+    ],
   });
   await app.ready();
 });
@@ -150,9 +154,19 @@ describe('GET /admin/v1/pipeline', () => {
     const r = await app.inject({ method: 'GET', url: '/admin/v1/pipeline', headers: auth });
     expect(r.statusCode).toBe(200);
     const body = r.json();
-    expect(body.topics).toContainEqual({ topic: 'events.raw', end_offset: Number(end) });
-    expect(body.topics).toContainEqual({ topic: 'conversions.ready', end_offset: 0 });
-    expect(body.consumers).toEqual([{ group: 'dedupe', topic: 'events.raw', offset: Number(end) - 1, lag: 1 }]);
+    expect(body.runtime).toBe('embedded');
+    expect(body.topics).toContainEqual({
+      topic: 'events.raw',
+      end_offset: Number(end),
+      records: 2,
+      partitions: [{ partition: 0, log_start_offset: Number(end) - 1, end_offset: Number(end), records: 2 }],
+    });
+    expect(body.topics).toContainEqual({ topic: 'conversions.ready', end_offset: 0, records: 0, partitions: [{ partition: 0, log_start_offset: 0, end_offset: 0, records: 0 }] });
+    expect(body.consumers).toEqual([
+      { group: 'dedupe', topic: 'events.raw', offset: Number(end) - 1, lag: 1, partitions: [{ partition: 0, committed_offset: Number(end) - 1, end_offset: Number(end), lag: 1 }] },
+    ]);
+    expect(body.dead_letters).toEqual([]);
+    expect(body.replays).toEqual([]);
     expect((await app.inject({ method: 'GET', url: '/admin/v1/pipeline' })).statusCode).toBe(401);
   });
 });

@@ -1,38 +1,87 @@
 /**
- * Admin API: where each stage of the embedded runtime stands, `GET /admin/v1/pipeline`. For operators (is a stage
- * behind?) and for tests that wait for the pipeline to drain. Read in ONE statement, so the numbers are one
- * consistent snapshot: a stage at the end of its input has also written everything that input produced.
+ * Admin API: where the pipeline stands, `GET /admin/v1/pipeline`, on either runtime. For operators (is a stage
+ * behind? are dead letters piling up? is a replay running?) and for tests that wait for the pipeline to drain.
+ *  - topics and consumers: offsets and lag per topic AND partition (datateam/log-positions.ts: the embedded log's
+ *    tables read in one statement, or the brokers' watermarks and the groups' committed offsets on Kafka);
+ *  - dead_letters: per stage, how many wait and the oldest (datateam/dead-letter-repo.ts);
+ *  - replays: the replays running now, from `listRunningReplays` (none until replay jobs provide it).
  */
 import type { FastifyInstance } from 'fastify';
-import type { Db } from '../../shared/db/db.js';
-import { toNumber } from '../../shared/db/db.js';
-import { Topics } from '../../shared/topics.js';
+import type { DeadLetterRepo, StageSummary } from '../../datateam/dead-letter-repo.js';
+import type { LogPositions, PositionsReader } from '../../datateam/log-positions.js';
 
-export interface PipelineStatus {
-  /** Last offset of each topic (0: empty). Offsets are positions, not counts. */
-  readonly topics: Array<{ topic: string; end_offset: number }>;
-  /** Each consumer group's committed offset and how many records of its topic lie after it. */
-  readonly consumers: Array<{ group: string; topic: string; offset: number; lag: number }>;
+export interface PipelineStatus extends LogPositions {
+  readonly runtime: 'embedded' | 'kafka';
+  readonly dead_letters: StageSummary[];
+  readonly replays: unknown[];
 }
 
-export function pipelineRoutes(app: FastifyInstance, deps: { db: Db }): void {
-  app.get('/admin/v1/pipeline', async (): Promise<PipelineStatus> => {
-    const r = await deps.db.query<{ topic: string; end_offset: unknown; group_id: string | null; offset: unknown; lag: unknown }>(
-      `SELECT t.topic, COALESCE((SELECT max(l."offset") FROM log_records l WHERE l.topic = t.topic), 0) AS end_offset,
-              c.group_id, c."offset",
-              (SELECT count(*) FROM log_records l WHERE l.topic = t.topic AND l."offset" > c."offset") AS lag
-       FROM unnest($1::text[]) AS t(topic) LEFT JOIN consumer_offsets c ON c.topic = t.topic
-       ORDER BY t.topic, c.group_id`,
-      [Object.values(Topics)],
-    );
-    const topics = new Map<string, number>();
-    const consumers: PipelineStatus['consumers'] = [];
-    for (const row of r.rows) {
-      topics.set(row.topic, toNumber(row.end_offset));
-      if (row.group_id !== null) {
-        consumers.push({ group: row.group_id, topic: row.topic, offset: toNumber(row.offset), lag: toNumber(row.lag) });
-      }
-    }
-    return { topics: [...topics].map(([topic, end_offset]) => ({ topic, end_offset })), consumers };
-  });
+export interface PipelineRouteDeps {
+  readonly runtime: 'embedded' | 'kafka';
+  readonly positions: PositionsReader;
+  readonly deadLetters: DeadLetterRepo;
+  /** The replays running now, as GET …/replays/{id} shows them. Hook for the replay jobs; default: none. */
+  readonly listRunningReplays?: () => Promise<unknown[]>;
+}
+
+const partitionsOf = (props: Record<string, unknown>) => ({ type: 'array', items: { type: 'object', properties: props } }) as const;
+const int = { type: 'integer' } as const;
+const intOrNull = { type: ['integer', 'null'] } as const;
+
+export function pipelineRoutes(app: FastifyInstance, deps: PipelineRouteDeps): void {
+  app.get(
+    '/admin/v1/pipeline',
+    {
+      schema: {
+        description:
+          'Offsets and lag per topic and partition, each stage group\'s committed offsets and lag, dead letters per stage, replays running. Embedded offsets are positions in one sequence shared by all topics: `records` and `lag` are counts.',
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              runtime: { type: 'string', enum: ['embedded', 'kafka'] },
+              topics: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    topic: { type: 'string' },
+                    end_offset: intOrNull,
+                    records: int,
+                    partitions: partitionsOf({ partition: int, log_start_offset: int, end_offset: int, records: int }),
+                  },
+                },
+              },
+              consumers: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    group: { type: 'string' },
+                    topic: { type: 'string' },
+                    offset: intOrNull,
+                    lag: int,
+                    partitions: partitionsOf({ partition: int, committed_offset: intOrNull, end_offset: int, lag: int }),
+                  },
+                },
+              },
+              dead_letters: {
+                type: 'array',
+                items: { type: 'object', properties: { stage: { type: 'string' }, topic: { type: 'string' }, count: int, oldest: { type: ['string', 'null'] } } },
+              },
+              replays: { type: 'array', items: { type: 'object', additionalProperties: true } },
+            },
+          },
+        },
+      },
+    },
+    async (): Promise<PipelineStatus> => {
+      const [positions, deadLetters, replays] = await Promise.all([
+        deps.positions(),
+        deps.deadLetters.summary(),
+        deps.listRunningReplays?.() ?? Promise.resolve([]),
+      ]);
+      return { runtime: deps.runtime, ...positions, dead_letters: deadLetters, replays };
+    },
+  );
 }

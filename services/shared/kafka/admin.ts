@@ -97,8 +97,11 @@ export class KafkaAdmin {
     return new Map(rows.map((r) => [r.partition, { low: BigInt(r.low), high: BigInt(r.high) }]));
   }
 
-  /** Per partition, the first offset whose record timestamp is at or after `timestampMs` (the end when none is). */
-  async offsetsForTime(topic: string, timestampMs: number): Promise<Map<number, bigint>> {
+  /**
+   * Per partition, the first offset whose record timestamp is at or after `timestampMs` (Kafka's offsetsForTimes);
+   * the high watermark for a partition with no such record.
+   */
+  async offsetsForTimes(topic: string, timestampMs: number): Promise<Map<number, bigint>> {
     const admin = await this.ready();
     const rows = await admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, Math.floor(timestampMs)));
     return new Map(rows.map((r) => [r.partition, BigInt(r.offset)]));

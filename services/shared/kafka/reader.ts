@@ -14,7 +14,7 @@ export interface ReadRecord<V = unknown> {
   readonly partition: number;
   readonly offset: bigint;
   readonly key: string;
-  /** Decoded value; null for a tombstone; `{ undecodable: reason }` for bytes no registered schema reads. */
+  /** Decoded value; null for a tombstone; `{ undecodable: reason, base64 }` for bytes no registered schema reads. */
   readonly value: V;
   readonly timestamp: number;
   readonly headers: Readonly<Record<string, string>>;
@@ -96,17 +96,128 @@ export async function readTopic<V = unknown>(
 ): Promise<Array<ReadRecord<V>>> {
   const raw = await readTopicRaw(connection, admin, topic, opts);
   const out: Array<ReadRecord<V>> = [];
-  for (const r of raw) {
-    let value: unknown = null;
-    if (r.value !== null) {
-      try {
-        value = await serde.decode(topic, r.value);
-      } catch (err) {
-        if (!(err instanceof UndecodableRecordError)) throw err;
-        value = { undecodable: err.message };
-      }
-    }
-    out.push({ ...r, value: value as V });
-  }
+  for (const r of raw) out.push({ ...r, value: (await decodeOrMark(serde, topic, r.value)) as V });
   return out;
+}
+
+/**
+ * A record's value decoded into its domain type; null for a tombstone; `{ undecodable: reason, base64 }` for bytes no
+ * registered schema reads. Throws when the registry cannot be reached.
+ */
+export async function decodeOrMark(serde: AvroSerde, topic: TopicName, bytes: Buffer | null): Promise<unknown> {
+  if (bytes === null) return null;
+  try {
+    return await serde.decode(topic, bytes);
+  } catch (err) {
+    if (!(err instanceof UndecodableRecordError)) throw err;
+    return { undecodable: err.message, base64: bytes.toString('base64') };
+  }
+}
+
+export interface RangeOptions {
+  /** First offset per partition to read. */
+  readonly from: ReadonlyMap<number, bigint>;
+  /** Offset per partition to stop before (exclusive). */
+  readonly to: ReadonlyMap<number, bigint>;
+  /** Records with other keys are skipped before they are queued (cheap filtering, e.g. one workspace's). */
+  readonly keyPrefix?: string;
+  /** Most records queued ahead of the reader (default 1000): fetching waits while the reader is behind. */
+  readonly highWaterMark?: number;
+  readonly signal?: AbortSignal;
+}
+
+/**
+ * Streams records of a topic between per-partition offsets, read_committed, as an async iterable: constant memory,
+ * and fetching waits (with heartbeats) while the caller is behind, so a slow reader slows the consumer, never the
+ * other way round. The consumer is a throw-away group of its own (`<prefix>range-<random>`, positioned and then
+ * deleted like readTopicRaw's): it never joins or commits for a live group. Records come partition by partition
+ * interleaved in fetch order; each partition's records are in offset order.
+ */
+export async function* streamTopicRange(
+  connection: KafkaConnection,
+  admin: KafkaAdmin,
+  topic: string,
+  opts: RangeOptions,
+): AsyncGenerator<RawRecord> {
+  const pending = new Set([...opts.from].filter(([p, o]) => o < (opts.to.get(p) ?? 0n)).map(([p]) => p));
+  if (pending.size === 0) return;
+  // Only these partitions are read (a partition with an empty range has no committed start: it would be read from
+  // its default position, outside the range).
+  const ranged: ReadonlySet<number> = new Set(pending);
+  const groupId = connection.groupId(`range-${randomUUID()}`);
+  await admin.setGroupOffsets(groupId, topic, new Map([...opts.from].filter(([p]) => pending.has(p))));
+  const high = opts.highWaterMark ?? 1000;
+  const queue: RawRecord[] = [];
+  let failure: Error | undefined;
+  let wakeReader: (() => void) | undefined;
+  let wakeFetcher: (() => void) | undefined;
+  const notifyReader = (): void => {
+    wakeReader?.();
+    wakeReader = undefined;
+  };
+  const finished = (): boolean => pending.size === 0 || opts.signal?.aborted === true || failure !== undefined;
+  const consumer = new GroupConsumer(connection, {
+    groupId,
+    topics: [topic],
+    partitionsConsumedConcurrently: 1,
+    onAssigned: (assignment) => {
+      const idle = (assignment.get(topic) ?? []).filter((p) => !ranged.has(p));
+      if (idle.length > 0) consumer.pause(topic, idle);
+    },
+    onBatch: async (batch) => {
+      if (!ranged.has(batch.partition)) return;
+      const start = opts.from.get(batch.partition) ?? 0n;
+      const end = opts.to.get(batch.partition) ?? 0n;
+      for (const r of batch.records) {
+        if (r.offset >= end) break;
+        if (r.offset < start) continue;
+        if (opts.keyPrefix !== undefined && !r.key.startsWith(opts.keyPrefix)) continue;
+        queue.push({ partition: r.partition, offset: r.offset, key: r.key, value: r.value, timestamp: r.timestamp, headers: r.headers });
+        notifyReader();
+        while (queue.length >= high && !finished()) {
+          // The reader is behind: wait for it, keeping this member's session alive meanwhile.
+          await new Promise<void>((resolve) => {
+            wakeFetcher = resolve;
+            setTimeout(resolve, 2_000);
+          });
+          wakeFetcher = undefined;
+          await batch.heartbeat().catch(() => undefined);
+        }
+        if (finished()) return;
+      }
+      const last = batch.records.at(-1);
+      if (last) batch.resolve(last.offset);
+    },
+    onPosition: (_topic, partition, next) => {
+      if (next >= (opts.to.get(partition) ?? 0n)) pending.delete(partition);
+      if (pending.size === 0) notifyReader();
+    },
+    onCrash: (err) => {
+      failure = err;
+      notifyReader();
+    },
+  });
+  const onAbort = (): void => notifyReader();
+  opts.signal?.addEventListener('abort', onAbort);
+  try {
+    await consumer.start();
+    for (;;) {
+      while (queue.length > 0) {
+        if (opts.signal?.aborted) return;
+        yield queue.shift()!;
+        if (queue.length < high / 2) wakeFetcher?.();
+      }
+      if (failure) throw failure;
+      if (pending.size === 0 || opts.signal?.aborted) return;
+      await new Promise<void>((resolve) => {
+        wakeReader = resolve;
+        setTimeout(resolve, 1_000); // a position change without records (transaction markers) also ends a partition
+      });
+    }
+  } finally {
+    opts.signal?.removeEventListener('abort', onAbort);
+    wakeFetcher?.();
+    await consumer.stop();
+    await admin.deleteGroups([groupId]);
+  }
 }

@@ -9,6 +9,7 @@
  * batch size adapts so that one batch takes about `maxBatchMs`, which keeps the gateway inside its 1.5 s deadline.
  */
 import type { Db, Sql } from '../../shared/db/db.js';
+import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../shared/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
@@ -123,7 +124,10 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         now: this.now,
         onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
       });
-      await appendInTransaction(tx, this.outputsOf(records, outcomes));
+      const outputs = this.outputsOf(records, outcomes);
+      // The queryable copy of the batch's dead letters (shared/dead-letter.ts), in the same transaction.
+      await recordDeadLetters(tx, (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter)));
+      await appendInTransaction(tx, outputs);
       if (processor.store) await flushTableStore(tx, processor.store.name, store);
       await commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset);
       return outcomes;

@@ -29,8 +29,8 @@ export class KafkaRangeReader implements RangeReader {
 
   async bounds(topic: TopicName, fromMs: number, toMs: number): Promise<{ start: Positions; end: Positions }> {
     const [start, end] = await Promise.all([
-      this.deps.admin.offsetsForTime(topic, fromMs - TIMESTAMP_SLACK_MS),
-      this.deps.admin.offsetsForTime(topic, Math.min(toMs + TIMESTAMP_SLACK_MS, Date.now() + TIMESTAMP_SLACK_MS)),
+      this.deps.admin.offsetsForTimes(topic, fromMs - TIMESTAMP_SLACK_MS),
+      this.deps.admin.offsetsForTimes(topic, Math.min(toMs + TIMESTAMP_SLACK_MS, Date.now() + TIMESTAMP_SLACK_MS)),
     ]);
     const positions = (m: ReadonlyMap<number, bigint>): Positions => Object.fromEntries([...m].map(([p, o]) => [String(p), o.toString()]));
     return { start: positions(start), end: positions(end) };

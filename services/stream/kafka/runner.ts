@@ -25,6 +25,7 @@ import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
 import { TransactionalProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
+import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../shared/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import {
   consumerLag,
@@ -345,21 +346,6 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     const decoded = await Promise.all(chunk.map((r) => this.decode(task, r)));
     const inputs = decoded.flatMap((d) => (d.input ? [d.input] : []));
     const tx = task.store?.begin() ?? new NoStore<S>();
-    let processed: Outcome[];
-    try {
-      processed = await this.deps.sql.transaction((sql) =>
-        processWithPolicy(processor, inputs, {
-          sql,
-          store: tx,
-          now: this.now,
-          onFailure: (err, size) => this.logger.warn({ err, partition: task.partition, size }, 'batch attempt failed; bisecting'),
-        }),
-      );
-    } catch (err) {
-      // An outage, or the database transaction could not commit: nothing was sent, the chunk waits and comes again.
-      throw err instanceof OutageError ? err : new OutageError(`database: ${(err as Error).message}`, { cause: err });
-    }
-
     const outputs = new Map<TopicName, OutgoingRecord[]>();
     const push = (topic: TopicName, record: OutgoingRecord): void => {
       const list = outputs.get(topic);
@@ -367,28 +353,51 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       else outputs.set(topic, [record]);
     };
     const counts: Array<[Outcome['type'], string]> = [];
-    let next = 0;
-    for (const d of decoded) {
-      let outcome: Outcome;
-      let value: unknown;
-      if (d.judged) {
-        outcome = d.judged.outcome;
-        value = d.judged.value;
-      } else {
-        outcome = processed[next++]!;
-        value = d.input!.value;
-      }
-      if (outcome.type === 'ok') {
-        try {
-          const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers, timestamp: d.record.timestamp } }));
-          for (const e of encoded) push(e.topic, e.record);
-        } catch (err) {
-          // NOTE: the record's state writes stay (they describe what was seen); its output goes to the dead letters.
-          outcome = { type: 'dlq', reason: 'unencodable_output', error: (err as Error).message };
+    let processed: Outcome[];
+    try {
+      processed = await this.deps.sql.transaction(async (sql) => {
+        const outcomes = await processWithPolicy(processor, inputs, {
+          sql,
+          store: tx,
+          now: this.now,
+          onFailure: (err, size) => this.logger.warn({ err, partition: task.partition, size }, 'batch attempt failed; bisecting'),
+        });
+        // The outputs are encoded inside the transaction: a record whose output does not fit its schema is a dead
+        // letter, and every dead letter's queryable row (shared/dead-letter.ts) commits with the batch's writes.
+        const letters: DeadLetter[] = [];
+        let next = 0;
+        for (const d of decoded) {
+          let outcome: Outcome;
+          let value: unknown;
+          if (d.judged) {
+            outcome = d.judged.outcome;
+            value = d.judged.value;
+          } else {
+            outcome = outcomes[next++]!;
+            value = d.input!.value;
+          }
+          if (outcome.type === 'ok') {
+            try {
+              const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers, timestamp: d.record.timestamp } }));
+              for (const e of encoded) push(e.topic, e.record);
+            } catch (err) {
+              // NOTE: the record's state writes stay (they describe what was seen); its output goes to the dead letters.
+              outcome = { type: 'dlq', reason: 'unencodable_output', error: (err as Error).message };
+            }
+          }
+          if (outcome.type === 'dlq') {
+            const letter = this.deadLetter(task, d.record, value, outcome);
+            letters.push(letter.letter);
+            push(Topics.eventsDlq, letter.record);
+          }
+          counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
         }
-      }
-      if (outcome.type === 'dlq') push(Topics.eventsDlq, this.deadLetter(task, d.record, value, outcome));
-      counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
+        await recordDeadLetters(sql, letters.map(entryOfStageLetter));
+        return outcomes;
+      });
+    } catch (err) {
+      // An outage, or the database transaction could not commit: nothing was sent, the chunk waits and comes again.
+      throw err instanceof OutageError ? err : new OutageError(`database: ${(err as Error).message}`, { cause: err });
     }
 
     let evicted = 0;
@@ -445,9 +454,15 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     };
   }
 
-  private deadLetter(task: PartitionTask<S>, record: ConsumedRecord, value: unknown, outcome: Extract<Outcome, { type: 'dlq' }>): OutgoingRecord {
+  private deadLetter(
+    task: PartitionTask<S>,
+    record: ConsumedRecord,
+    value: unknown,
+    outcome: Extract<Outcome, { type: 'dlq' }>,
+  ): { letter: DeadLetter; record: OutgoingRecord } {
     const at = { topic: this.input, partition: task.partition, offset: record.offset.toString(), key: record.key };
-    return { key: record.key, value: this.deps.serde.encode(Topics.eventsDlq, deadLetterOf(this.deps.processor.name, at, value, outcome, this.now())), headers: this.headers };
+    const letter = deadLetterOf(this.deps.processor.name, at, value, outcome, this.now());
+    return { letter, record: { key: record.key, value: this.deps.serde.encode(Topics.eventsDlq, letter), headers: this.headers } };
   }
 
   // ---- failures, lag, shutdown -----------------------------------------------------------------------------------

@@ -969,11 +969,324 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** @description Offsets and lag per topic and partition, each stage group's committed offsets and lag, dead letters per stage, replays running. Embedded offsets are positions in one sequence shared by all topics: `records` and `lag` are counts. */
         get: {
             parameters: {
                 query?: never;
                 header?: never;
                 path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            runtime?: "embedded" | "kafka";
+                            topics?: {
+                                topic?: string;
+                                end_offset?: number | null;
+                                records?: number;
+                                partitions?: {
+                                    partition?: number;
+                                    log_start_offset?: number;
+                                    end_offset?: number;
+                                    records?: number;
+                                }[];
+                            }[];
+                            consumers?: {
+                                group?: string;
+                                topic?: string;
+                                offset?: number | null;
+                                lag?: number;
+                                partitions?: {
+                                    partition?: number;
+                                    committed_offset?: number | null;
+                                    end_offset?: number;
+                                    lag?: number;
+                                }[];
+                            }[];
+                            dead_letters?: {
+                                stage?: string;
+                                topic?: string;
+                                count?: number;
+                                oldest?: string | null;
+                            }[];
+                            replays?: {
+                                [key: string]: unknown;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/dead-letters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The workspace's dead letters, oldest first, a page at a time (`next` is the cursor of the next page, null at the end). */
+        get: {
+            parameters: {
+                query?: {
+                    limit?: number;
+                    cursor?: string;
+                    status?: "dead" | "redriven";
+                    stage?: "dedupe" | "enrich" | "forwarder";
+                };
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items?: {
+                                id?: string;
+                                /** @description dedupe, enrich or forwarder */
+                                stage?: string;
+                                /** @description the dead-letter topic: events.dlq (a stage) or conversions.dlq (the forwarder) */
+                                topic?: string;
+                                reason?: string;
+                                error?: string | null;
+                                /** @description how many times the record was dead-lettered (a failed redrive adds one) */
+                                attempts?: number;
+                                /** @enum {string} */
+                                status?: "dead" | "redriven";
+                                /** Format: date-time */
+                                first_failed_at?: string;
+                                /** Format: date-time */
+                                last_failed_at?: string;
+                                /** Format: date-time */
+                                redriven_at?: string | null;
+                                event_id?: string | null;
+                            }[];
+                            next?: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/dead-letters/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description One dead letter with its `value`: the letter as written on its topic (the envelope or conversion inside). */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            /** @description dedupe, enrich or forwarder */
+                            stage?: string;
+                            /** @description the dead-letter topic: events.dlq (a stage) or conversions.dlq (the forwarder) */
+                            topic?: string;
+                            reason?: string;
+                            error?: string | null;
+                            /** @description how many times the record was dead-lettered (a failed redrive adds one) */
+                            attempts?: number;
+                            /** @enum {string} */
+                            status?: "dead" | "redriven";
+                            /** Format: date-time */
+                            first_failed_at?: string;
+                            /** Format: date-time */
+                            last_failed_at?: string;
+                            /** Format: date-time */
+                            redriven_at?: string | null;
+                            event_id?: string | null;
+                            value?: unknown;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        /** @description Discards a dead letter for good: it is deleted, and the audit log keeps what it was (stage, reason, event id, attempts). */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/dead-letters/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Sends dead letters back through their stage under today's setup: `{"ids": [...]}` or `{"all": true}`. A letter that cannot go back stays, attempts raised, and is listed in `failed`. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        ids?: string[];
+                        /** @enum {boolean} */
+                        all?: true;
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            redriven?: number;
+                            failed?: {
+                                id?: string;
+                                error?: string;
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/topics/{topic}/records": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Records of a topic, decoded (Avro on Kafka), as NDJSON lines `{topic, partition, offset, timestamp, key, value}`: the last `last` of every partition, or all from the start when `last` is absent; `key_prefix` keeps only keys that start with it (a workspace's: `ws_…:`). */
+        get: {
+            parameters: {
+                query?: {
+                    last?: number;
+                    key_prefix?: string;
+                };
+                header?: never;
+                path: {
+                    topic: "events.raw" | "events.dedupe-state" | "events.deduped" | "conversions.ready" | "conversions.dlq" | "events.dlq";
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/events/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Streams the workspace's accepted events received in [from, to) as NDJSON: one envelope a line (with its `idempotency_key`), in log order. `from` and `to` are RFC 3339 times. */
+        get: {
+            parameters: {
+                query?: {
+                    from?: string;
+                    to?: string;
+                };
+                header?: never;
+                path: {
+                    ws: string;
+                };
                 cookie?: never;
             };
             requestBody?: never;

@@ -1,0 +1,107 @@
+/**
+ * Where each topic and each stage's consumer group stand, per topic AND partition, on either runtime, for
+ * GET /admin/v1/pipeline. Numbers are never mixed across topics: a topic's counts are its own, a group's lag is its
+ * input topic's records after its committed offsets.
+ *
+ * Embedded: one partition (0) per topic, rows of log_records. NOTE: the embedded log's offsets come from ONE
+ * sequence shared by every topic, so an offset is a position, not a count: `records` and `lag` are counted rows.
+ * Read in one statement, so the numbers are one snapshot (a stage at the end of its input has written everything
+ * that input produced). Kafka: the brokers' low and high watermarks and each group's committed offsets (the admin
+ * client), a partition's lag is high watermark minus committed offset (the log start when nothing is committed).
+ */
+import type { Db } from '../shared/db/db.js';
+import { toNumber } from '../shared/db/db.js';
+import type { KafkaAdmin } from '../shared/kafka/admin.js';
+import { Topics } from '../shared/topics.js';
+
+export interface TopicPosition {
+  readonly topic: string;
+  /** Embedded: the last offset (0 when empty), kept for the one-partition log; Kafka: null (see partitions). */
+  readonly end_offset: number | null;
+  /** Records the topic holds (Kafka: high minus low watermark, transaction markers included). */
+  readonly records: number;
+  readonly partitions: Array<{ partition: number; log_start_offset: number; end_offset: number; records: number }>;
+}
+
+export interface ConsumerPosition {
+  readonly group: string;
+  readonly topic: string;
+  /** Embedded: the committed offset; Kafka: null (see partitions). */
+  readonly offset: number | null;
+  /** Records of the topic after the group's committed offsets, all partitions together. */
+  readonly lag: number;
+  readonly partitions: Array<{ partition: number; committed_offset: number | null; end_offset: number; lag: number }>;
+}
+
+export interface LogPositions {
+  readonly topics: TopicPosition[];
+  readonly consumers: ConsumerPosition[];
+}
+
+export type PositionsReader = () => Promise<LogPositions>;
+
+/** The stage consumer groups and their input topics (compose/pipeline.ts). */
+export interface StageConsumer {
+  readonly group: string;
+  readonly topic: string;
+}
+
+export function embeddedPositions(db: Db): PositionsReader {
+  return async () => {
+    const r = await db.query<{ topic: string; lo: unknown; hi: unknown; n: unknown; group_id: string | null; offset: unknown; lag: unknown }>(
+      `SELECT t.topic, s.lo, s.hi, s.n, c.group_id, c."offset",
+              (SELECT count(*) FROM log_records l WHERE l.topic = t.topic AND l."offset" > c."offset") AS lag
+       FROM unnest($1::text[]) AS t(topic)
+       CROSS JOIN LATERAL (SELECT min(l."offset") AS lo, max(l."offset") AS hi, count(*) AS n FROM log_records l WHERE l.topic = t.topic) s
+       LEFT JOIN consumer_offsets c ON c.topic = t.topic
+       ORDER BY t.topic, c.group_id`,
+      [Object.values(Topics)],
+    );
+    const topics = new Map<string, TopicPosition>();
+    const consumers: ConsumerPosition[] = [];
+    for (const row of r.rows) {
+      const end = row.hi === null ? 0 : toNumber(row.hi);
+      const records = toNumber(row.n);
+      if (!topics.has(row.topic)) {
+        topics.set(row.topic, {
+          topic: row.topic,
+          end_offset: end,
+          records,
+          partitions: [{ partition: 0, log_start_offset: row.lo === null ? 0 : toNumber(row.lo), end_offset: end, records }],
+        });
+      }
+      if (row.group_id !== null) {
+        const offset = toNumber(row.offset);
+        const lag = toNumber(row.lag);
+        consumers.push({ group: row.group_id, topic: row.topic, offset, lag, partitions: [{ partition: 0, committed_offset: offset, end_offset: end, lag }] });
+      }
+    }
+    return { topics: [...topics.values()], consumers };
+  };
+}
+
+export function kafkaPositions(admin: KafkaAdmin, stages: readonly StageConsumer[]): PositionsReader {
+  return async () => {
+    const names = Object.values(Topics);
+    const ends = new Map(await Promise.all(names.map(async (t) => [t, await admin.endOffsets(t)] as const)));
+    const topics: TopicPosition[] = names.map((topic) => {
+      const partitions = [...ends.get(topic)!]
+        .sort(([a], [b]) => a - b)
+        .map(([partition, o]) => ({ partition, log_start_offset: Number(o.low), end_offset: Number(o.high), records: Number(o.high - o.low) }));
+      return { topic, end_offset: null, records: partitions.reduce((n, p) => n + p.records, 0), partitions };
+    });
+    const consumers = await Promise.all(
+      stages.map(async ({ group, topic }): Promise<ConsumerPosition> => {
+        const committed = await admin.committedOffsets(group, topic);
+        const partitions = [...(ends.get(topic as (typeof names)[number]) ?? new Map())]
+          .sort(([a], [b]) => a - b)
+          .map(([partition, o]) => {
+            const at = committed.get(partition) ?? null;
+            return { partition, committed_offset: at === null ? null : Number(at), end_offset: Number(o.high), lag: Number(o.high - (at ?? o.low)) };
+          });
+        return { group, topic, offset: null, lag: partitions.reduce((n, p) => n + p.lag, 0), partitions };
+      }),
+    );
+    return { topics, consumers };
+  };
+}

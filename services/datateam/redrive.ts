@@ -1,0 +1,157 @@
+/**
+ * Redrive: a dead letter goes back through its stage, under today's setup.
+ *
+ *  - A stage's letter (events.dlq: dedupe, enrich, the forwarder's intake) is appended again, key and value as read,
+ *    to the topic the stage read it from, through the runtime's log (embedded: in the transaction that marks the
+ *    letter redriven; Kafka: acknowledged by the broker before that transaction commits). It flows through the normal
+ *    pipeline from there. It goes to the stage's own input, never to an earlier one: dedupe never saw a letter of a
+ *    later stage as "seen" for nothing, and a letter of dedupe itself was never marked seen (a dead-lettered record's
+ *    store writes are rolled back), so no redriven record is dropped as a duplicate of itself.
+ *  - A forwarder letter (conversions.dlq: rejected by the platform, or unreadable) is rebuilt under today's
+ *    forwarding setup (event source, pixel, test event code, and the platform event today's mapping gives the
+ *    sender's event name) and filed into the outbox like the intake files a conversion (outbox-filing.ts): the sent
+ *    ledger still decides, so a conversion delivered meanwhile is not sent twice.
+ * A letter that cannot go back (no setup, its event no longer selected, the workspace disconnected, a record that
+ * cannot be encoded) fails again: it stays a dead letter with its attempts raised and the new error. One that goes
+ * back and fails in its stage again returns through the normal dead-lettering, with attempts raised
+ * (shared/dead-letter.ts keys rows by origin).
+ */
+import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../shared/conversion.js';
+import type { Db, Sql } from '../shared/db/db.js';
+import type { DeadLetter } from '../shared/dead-letter.js';
+import { readForwardingSetup } from '../shared/forwarding-setup.js';
+import { Topics, type TopicName } from '../shared/topics.js';
+import type { ProducedRecord } from '../stream/log.js';
+import { fileIntoOutbox } from '../forwarder/outbox-filing.js';
+import type { ConversionDeadLetter } from '../forwarder/outbox-repo.js';
+import type { DeadLetterRepo, StoredDeadLetter } from './dead-letter-repo.js';
+
+/** How a redrive appends a record to a stage's input: the runtime's log. */
+export interface RedriveLog {
+  /** Appends within `tx`, or makes the records durable before `tx` commits (throws when it cannot). */
+  reappend(tx: Sql, topic: TopicName, records: readonly ProducedRecord[]): Promise<void>;
+  /** After the transaction committed: wake the readers of the topic. */
+  committed?(topic: TopicName): void;
+}
+
+export interface RedriveResult {
+  readonly redriven: number;
+  /** Letters that could not go back, with why (they stay dead letters, attempts raised). */
+  readonly failed: Array<{ id: string; error: string }>;
+}
+
+/** A letter that cannot go back through its stage now: the reason it stays a dead letter (thrown by a RedriveLog too). */
+export class CannotRedrive extends Error {}
+
+const STAGE_INPUTS: ReadonlySet<string> = new Set<TopicName>([Topics.eventsRaw, Topics.eventsDeduped, Topics.conversionsReady]);
+
+export class Redriver {
+  constructor(
+    private readonly deps: {
+      readonly db: Db;
+      readonly repo: DeadLetterRepo;
+      readonly log: RedriveLog;
+      /** The outbox has something new (wakes the sender). */
+      readonly onQueued?: () => void;
+      readonly now?: () => number;
+    },
+  ) {}
+
+  /** Sends the letters back, one transaction each (one that fails does not hold back the others). */
+  async redrive(workspaceId: string, letters: readonly StoredDeadLetter[]): Promise<RedriveResult> {
+    let redriven = 0;
+    const failed: RedriveResult['failed'] = [];
+    let queued = false;
+    for (const letter of letters) {
+      try {
+        const outcome = await this.deps.db.transaction(async (tx) => {
+          // Locked and read again: a concurrent redrive or discard of the same letter wins once.
+          const [current] = await this.deps.repo.byIds(workspaceId, [letter.id], tx, true);
+          if (!current || current.status !== 'dead') return 'skipped' as const;
+          return current.topic === Topics.conversionsDlq ? this.refile(tx, current) : this.reappend(tx, current);
+        });
+        if (outcome === 'skipped') continue;
+        if (outcome.kind === 'reappended') this.deps.log.committed?.(outcome.topic);
+        if (outcome.kind === 'refiled') queued = true;
+        if (outcome.kind === 'failed') failed.push({ id: letter.id, error: outcome.error });
+        else redriven++;
+      } catch (err) {
+        if (!(err instanceof CannotRedrive)) throw err;
+        const error = (err as Error).message;
+        await this.deps.db.transaction((tx) => this.deps.repo.failedAgain(tx, letter.id, error));
+        failed.push({ id: letter.id, error });
+      }
+    }
+    if (queued) this.deps.onQueued?.();
+    return { redriven, failed };
+  }
+
+  private async reappend(tx: Sql, letter: StoredDeadLetter): Promise<{ kind: 'reappended'; topic: TopicName }> {
+    const dl = letter.value as DeadLetter;
+    if (!STAGE_INPUTS.has(dl.source_topic)) throw new CannotRedrive(`letter from ${dl.source_topic}: not a stage input`);
+    const inner = dl.value as Record<string, unknown> | null;
+    if (inner === null || inner === undefined) throw new CannotRedrive('the record had no value: nothing to send back');
+    if (typeof inner === 'object' && 'undecodable_base64' in inner) {
+      throw new CannotRedrive('the record could not be decoded when it was read: nothing readable to send back');
+    }
+    const topic = dl.source_topic as TopicName;
+    await this.deps.log.reappend(tx, topic, [{ key: dl.key, value: inner }]);
+    await this.deps.repo.markRedriven(tx, letter.id);
+    return { kind: 'reappended', topic };
+  }
+
+  private async refile(tx: Sql, letter: StoredDeadLetter): Promise<{ kind: 'refiled' } | { kind: 'failed'; error: string }> {
+    const dl = letter.value as ConversionDeadLetter;
+    const now = (this.deps.now ?? Date.now)();
+    const conversion = await rebuildConversion(tx, dl, letter.sourceEvent, Date.parse(letter.firstFailedAt));
+    const { filed } = await fileIntoOutbox(tx, [{ key: conversionKey(conversion), value: conversion, position: `redrive of ${letter.id} at ${now}` }], now);
+    const f = filed[0]!;
+    if (f.kind === 'dead_lettered') return { kind: 'failed', error: f.letter.platform_message }; // its row was raised by the filing
+    if (f.kind === 'dropped' && f.reason === 'disconnected') {
+      throw new CannotRedrive('the workspace is disconnected from the platform: connect it, then redrive');
+    }
+    // Queued, or already sent / already waiting (delivered meanwhile): either way nothing is left to do here.
+    await this.deps.repo.markRedriven(tx, letter.id);
+    return { kind: 'refiled' };
+  }
+}
+
+/** The conversion of a forwarder letter, rebuilt under the workspace's forwarding setup of today. */
+export async function rebuildConversion(
+  sql: Sql,
+  dl: ConversionDeadLetter,
+  sourceEvent: string | null,
+  fallbackReceivedAt: number,
+): Promise<ConversionReady> {
+  // An unreadable conversion's letter holds the whole conversions.ready value; a rejected one holds the record.
+  const whole = dl.reason === 'invalid_conversion' && isObject(dl.record) ? (dl.record as Partial<ConversionReady>) : undefined;
+  const record = (whole ? whole.record : dl.record) as PlatformEventRecord | undefined;
+  if (!isObject(record) || typeof record.event_id !== 'string' || record.event_id === '') {
+    throw new CannotRedrive('the letter holds no platform record with an event_id: nothing to rebuild');
+  }
+  const workspaceId = dl.workspace_id;
+  const setup = await readForwardingSetup(sql, workspaceId);
+  if (!setup) throw new CannotRedrive('the workspace has no forwarding setup: set it up, then redrive');
+  let event = record.event;
+  if (sourceEvent !== null) {
+    const mapping = setup.events.find((m) => m.name === sourceEvent);
+    if (!mapping) throw new CannotRedrive(`event "${sourceEvent}" is not selected in the forwarding setup any more`);
+    event = mapping.platform_event;
+  }
+  const test = dl.test_event_code !== null;
+  if (test && !setup.test_event_code) throw new CannotRedrive('a test conversion, and the forwarding setup has no test_event_code');
+  return {
+    v: 1,
+    workspace_id: workspaceId,
+    key_mode: test ? 'test' : 'live',
+    event_id: record.event_id,
+    received_at: typeof whole?.received_at === 'number' ? whole.received_at : fallbackReceivedAt,
+    request_id: typeof whole?.request_id === 'string' ? whole.request_id : null,
+    event_source: setup.event_source,
+    event_source_id: setup.event_source_id,
+    test_event_code: test ? setup.test_event_code : null,
+    record: { ...record, event },
+  };
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

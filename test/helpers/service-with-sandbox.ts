@@ -1,0 +1,110 @@
+/**
+ * The whole service in this process, listening on loopback, with a platform sandbox: the embedded default in memory,
+ * or the runtime that `env` selects (KAFKA_BROKERS, SCHEMA_REGISTRY_URL, DATABASE_URL, KAFKA_GROUP_PREFIX).
+ */
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startService, type RunningService } from '../../services/compose/service.js';
+import { loadConfig } from '../../services/shared/config.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import { freePort } from '../sandbox/ports.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+import { adminClient, type AdminClient } from './admin-client.js';
+import { SANDBOX_APP } from './forwarder-rig.js';
+import { webEvent, type WebEvent } from './factories.js';
+import { connectLikeABrowser } from '../sandbox/connect.js';
+import { expect } from 'vitest';
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+export interface ServiceWithSandbox {
+  readonly sandbox: RunningSandbox;
+  readonly service: RunningService;
+  readonly url: string;
+  readonly admin: AdminClient;
+  /** A workspace with a live key and SETUP, connected to the sandbox through the browser flow. */
+  connectedWorkspace(name: string): Promise<{ ws: string; key: string }>;
+  /** POST /v1/events with the key; fails the test unless 202. */
+  send(key: string, events: unknown[]): Promise<void>;
+  /**
+   * Two connected workspaces; `a` sends one event before `from`, then `inRange` events around `b`'s, all received in
+   * [from, to), then one more after `to`. For the export's tests: exactly `inRange` belongs in a's export of [from, to).
+   */
+  exportScenario(inRange: number): Promise<{ a: { ws: string; key: string }; from: string; to: string; inRange: WebEvent[] }>;
+  close(): Promise<void>;
+}
+
+/** The forwarding setup of these tests: `purchase` mapped to the platform's `Purchase`. */
+export const SETUP = {
+  event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
+  events: [{ name: 'purchase', platform_event: 'Purchase' }],
+};
+
+export async function startServiceWithSandbox(adminToken: string, env: Record<string, string> = {}): Promise<ServiceWithSandbox> {
+  const sandbox = await startSandbox({ port: 0 });
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const config = loadConfig({
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-sandbox-')),
+    ADMIN_TOKEN: adminToken,
+    PUBLIC_BASE_URL: url,
+    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
+    PLATFORM_API_BASE: sandbox.apiBase,
+    PLATFORM_AUTH_URL: sandbox.authUrl,
+    PLATFORM_APP_ID: SANDBOX_APP.id,
+    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    FORWARDER_LINGER_MS: '20',
+    FORWARDER_RETRY_BASE_MS: '30',
+    FORWARDER_RETRY_MAX_MS: '300',
+    LOG_LEVEL: 'silent',
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
+    ...env,
+  });
+  const service = await startService(config, silentLogger, { inMemoryDb: !env.DATABASE_URL });
+  await service.app.listen({ port, host: '127.0.0.1' });
+  const admin = adminClient(url, adminToken);
+  const send = async (key: string, events: unknown[]): Promise<void> => {
+    const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(events) });
+    expect(r.status, await r.clone().text()).toBe(202);
+  };
+  const connectedWorkspace = async (name: string): Promise<{ ws: string; key: string }> => {
+    const ws = (await admin.createWorkspace(name)).id;
+    const key = (await admin.createKey(ws, 'live')).key;
+    expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
+    const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
+    expect((await connectLikeABrowser(started.body.authorize_url)).status).toBe(200);
+    return { ws, key };
+  };
+  return {
+    sandbox,
+    service,
+    url,
+    admin,
+    connectedWorkspace,
+    send,
+    async exportScenario(n) {
+      const a = await connectedWorkspace('export-a');
+      const b = await connectedWorkspace('export-b');
+      await send(a.key, [webEvent()]); // before the range
+      await sleep(20);
+      const from = new Date(Date.now() - 1).toISOString();
+      const inRange = Array.from({ length: n }, (_, i) => (i === 1 ? webEvent({ event_name: 'page_view' }) : webEvent()));
+      await send(a.key, inRange.slice(0, 2));
+      await send(b.key, [webEvent(), webEvent()]);
+      await send(a.key, inRange.slice(2));
+      await sleep(20);
+      const to = new Date().toISOString();
+      await sleep(20);
+      await send(a.key, [webEvent()]); // after the range
+      return { a, from, to, inRange };
+    },
+    async close() {
+      await service.close();
+      await sandbox.close();
+    },
+  };
+}
