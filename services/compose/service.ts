@@ -18,6 +18,10 @@ import type { Logger } from '../shared/logger.js';
 import type { StageRunner } from '../stream/contract.js';
 import type { EmbeddedLog } from '../stream/embedded/log.js';
 import { openRuntime } from './runtime.js';
+import { erasureSteps } from '../privacy/erasure-steps.js';
+import { ErasureWorker } from '../privacy/erasures.js';
+import { startRetentionSweeper } from '../privacy/retention.js';
+import { privacyRoutes } from '../privacy/routes.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -54,6 +58,9 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: platform.intake }),
   });
   const log = runtime.log;
+  // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.
+  const privacyRole = runs(config.role, 'console');
+  const erasures = new ErasureWorker({ db, steps: erasureSteps(runtime.kind), logger, pollMs: config.privacy.erasurePollMs });
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
   );
@@ -72,11 +79,18 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
           }
         : undefined,
     admin: runs(config.role, 'console'),
-    adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) => pipelineRoutes(scope, { db }), ...platform.adminExtensions],
+    adminExtensions: [
+      (scope) => forwardingRoutes(scope, { db }),
+      (scope) => pipelineRoutes(scope, { db }),
+      (scope) => privacyRoutes(scope, { db, onErasure: () => erasures.wake(), explanationRetentionMs: config.privacy.explanationRetentionMs }),
+      ...platform.adminExtensions,
+    ],
     publicExtensions: [...platform.publicExtensions],
   });
   await runtime.start();
   platform.start();
+  if (privacyRole) erasures.start();
+  const sweeper = privacyRole ? startRetentionSweeper(db, config.privacy, logger) : undefined;
 
   return {
     app,
@@ -90,6 +104,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       await runtime.close(); // stages finish their batches in flight
       await log.close();
       await platform.close(); // batches and refreshes in flight finish
+      await erasures.close(); // a running erasure finishes
+      await sweeper?.stop();
       rateLimit.close();
       await db.close();
     },
