@@ -14,6 +14,19 @@ import { ExplanationRepo } from './explanations.js';
 const SHA256 = '^[0-9a-fA-F]{64}$';
 const idText = { type: 'string', minLength: 1, maxLength: 512, pattern: '\\S' } as const;
 
+const IDENTIFIER_NAMES = ['user', 'sha256_email', 'sha256_phone', 'client_id'];
+
+/**
+ * An identifier name the route does not know is refused, not dropped: an erasure that silently ignored
+ * `"email": …` would tell the caller a person was forgotten when nothing of theirs was looked for. (Fastify's
+ * validator strips unknown properties before the schema's additionalProperties could refuse them.)
+ */
+function unknownIdentifier(body: unknown): string | undefined {
+  const ids = (body as { identifiers?: unknown } | null)?.identifiers;
+  if (ids === null || typeof ids !== 'object' || Array.isArray(ids)) return undefined;
+  return Object.keys(ids).find((k) => !IDENTIFIER_NAMES.includes(k));
+}
+
 const erasureBody = {
   type: 'object',
   required: ['identifiers'],
@@ -90,7 +103,15 @@ export function privacyRoutes(app: FastifyInstance, deps: { readonly db: Db; rea
 
   app.post<{ Params: Ws; Body: { identifiers: ErasureIdentifiers } }>(
     '/admin/v1/workspaces/:ws/erasures',
-    { schema: { body: erasureBody, response: { 202: { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' } } } } } },
+    {
+      schema: { body: erasureBody, response: { 202: { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' } } } } },
+      preValidation: async (request) => {
+        const unknown = unknownIdentifier(request.body);
+        if (unknown !== undefined) {
+          throw new IngestError('validation', `body.identifiers.${unknown} is not an identifier an erasure takes (one of ${IDENTIFIER_NAMES.join(', ')})`);
+        }
+      },
+    },
     async (request, reply) => {
       const { ws } = request.params;
       if (!(await workspaceExists(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
