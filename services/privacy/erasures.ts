@@ -6,7 +6,8 @@
  * (3 attempts), then the job is `failed` and its identifiers are cleared all the same. Both runtimes: everything an
  * erasure touches is in the database, and the Kafka topics are covered by the redaction list.
  */
-import type { Db, Sql } from '../shared/db/db.js';
+import { audit } from '../forwarder/connection-repo.js';
+import type { Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
@@ -94,7 +95,7 @@ export class ErasureRepo {
         `INSERT INTO erasures (id, workspace_id, status, pending, subject) VALUES ($1, $2, 'queued', $3::jsonb, $4::jsonb) RETURNING *`,
         [id, workspaceId, JSON.stringify(ids), JSON.stringify(subject)],
       );
-      await audit(tx, workspaceId, 'erasure.requested', { erasure_id: id, identifier_kinds: Object.keys(ids) });
+      await audit(tx, workspaceId, 'erasure.requested', { erasure_id: id, identifier_kinds: Object.keys(ids) }, 'admin');
       return view(r.rows[0]!);
     });
   }
@@ -134,7 +135,7 @@ export class ErasureRepo {
           `UPDATE erasures SET status = 'done', finished_at = now(), pending = NULL, removed = $2::jsonb, error = NULL WHERE id = $1`,
           [job.id, JSON.stringify(out)],
         );
-        await audit(tx, job.workspace_id, 'erasure.done', { erasure_id: job.id, removed: out });
+        await audit(tx, job.workspace_id, 'erasure.done', { erasure_id: job.id, removed: out }, 'admin');
         return out;
       });
       for (const [store, n] of Object.entries(removed)) erasedRecords.inc({ store }, n);
@@ -150,21 +151,12 @@ export class ErasureRepo {
         [job.id, last ? 'failed' : 'queued', message],
       );
       if (last) {
-        await audit(this.db, job.workspace_id, 'erasure.failed', { erasure_id: job.id });
+        await audit(this.db, job.workspace_id, 'erasure.failed', { erasure_id: job.id }, 'admin');
         erasuresTotal.inc({ status: 'failed' });
       }
       throw err;
     }
   }
-}
-
-async function audit(sql: Sql, workspaceId: string, action: string, detail: object): Promise<void> {
-  await sql.query('INSERT INTO audit_log (workspace_id, actor, action, detail) VALUES ($1, $2, $3, $4::jsonb)', [
-    workspaceId,
-    'admin',
-    action,
-    JSON.stringify(detail),
-  ]);
 }
 
 /** Runs queued erasures: polls, and wakes at once when a request arrives in this process. */
