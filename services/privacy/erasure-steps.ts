@@ -10,7 +10,7 @@ import type { Sql } from '../shared/db/db.js';
 import { sha256Hex } from '../shared/ids.js';
 import { Topics } from '../shared/topics.js';
 import { deleteEdges, deleteNodes, personNodes } from '../enrich/identity/erase.js';
-import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
+import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
 
 export interface ErasureSubject {
@@ -129,7 +129,7 @@ export const redactionListStep: ErasureStep = {
   store: 'redaction_list',
   async run(tx, s) {
     const salt = await workspaceSalt(tx, s.workspaceId);
-    const hashes = [...new Set(s.nodes.map((n) => saltedHash(salt, n)))];
+    const hashes = [...new Set(marksOf(s.nodes).map((m) => saltedHash(salt, m)))];
     await tx.query(
       `INSERT INTO erased_identifiers (workspace_id, id_hash, erased_at, erasure_id)
        SELECT $1, h, to_timestamp($3 / 1000.0), $4 FROM unnest($2::text[]) AS h

@@ -10,7 +10,7 @@ import { audit } from '../forwarder/connection-repo.js';
 import type { Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
+import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
 import type { ErasureStep, ErasureSubject } from './erasure-steps.js';
 import { erasedRecords, erasuresTotal } from './metrics.js';
@@ -88,7 +88,7 @@ export class ErasureRepo {
     return this.db.transaction(async (tx) => {
       const salt = await workspaceSalt(tx, workspaceId);
       const subject = Object.fromEntries(
-        Object.entries(ids).map(([k, v]) => [k, saltedHash(salt, { kind: KIND_OF[k as keyof ErasureIdentifiers], value: v as string })]),
+        Object.entries(ids).map(([k, v]) => [k, saltedHash(salt, marksOf([{ kind: KIND_OF[k as keyof ErasureIdentifiers], value: v as string }])[0]!)]),
       );
       const id = newId('era');
       const r = await tx.query<ErasureRow>(

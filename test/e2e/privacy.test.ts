@@ -19,7 +19,7 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { sha256, serverEvent, webEvent } from '../helpers/factories.js';
-import { eventually, receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { conversion, eventually, receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
@@ -213,7 +213,7 @@ describe('why this field, and erasure: the same person forwarded before and afte
 
   it('a replay of the erased person\'s old event does not re-link it; the redaction list says so', async () => {
     const filter = await ErasureFilter.load(service.db, ws);
-    expect(filter.size).toBe(7);
+    expect(filter.size).toBe(8); // the 7 identifiers of the cluster and the SHA-256 of the user id, as records carry it
     expect(filter.matches(oldEnvelope)).toBe(true);
     expect(filter.matches({ ...oldEnvelope, received_at: Date.now() + 1000 })).toBe(false);
     // As the replay job does: the old envelope through enrich again.
@@ -222,6 +222,23 @@ describe('why this field, and erasure: the same person forwarded before and afte
     const relinked = await service.db.query(`SELECT kind FROM identity_nodes WHERE workspace_id = $1 AND value = ANY($2::text[])`, [ws, [JANE, JANE_PHONE, 'E.C.P.jane']]);
     expect(relinked.rows).toEqual([]);
     expect((await receivedBySandbox(sandbox)).some((e) => e.event_id === 'order-j1-replayed')).toBe(false);
+  });
+
+  it('a conversion built from the person\'s events before the erasure and filed after it is not sent (Kafka\'s in-flight case)', async () => {
+    const before = oldEnvelope.received_at;
+    const late = [
+      conversion(ws, { event_id: 'late-email', received_at: before, record: { user: { email: [JANE] } } }),
+      conversion(ws, { event_id: 'late-user', received_at: before, record: { user: { external_id: [sha256('u-jane')] } } }),
+      // The same person's hashed user id, received after the erasure: new data, sent.
+      conversion(ws, { event_id: 'late-new', received_at: Date.now(), record: { user: { external_id: [sha256('u-jane')] } } }),
+    ];
+    await service.log!.append(Topics.conversionsReady, late.map((c) => ({ key: `${ws}:${c.event_id}`, value: c })), Date.now() + 10_000);
+    await forwarded('late-new');
+    await drained();
+    const received = (await receivedBySandbox(sandbox)).map((e) => e.event_id);
+    expect(received).not.toContain('late-email');
+    expect(received).not.toContain('late-user');
+    expect((await service.db.query(`SELECT 1 FROM forward_outbox WHERE workspace_id = $1`, [ws])).rows).toEqual([]);
   });
 });
 

@@ -114,7 +114,7 @@ describe('erasure on Kafka', () => {
       outbox: 0,
       dead_letters: 0,
       why_records: 2,
-      redaction_list: 5,
+      redaction_list: 6, // and the user id's SHA-256, as records carry it
     });
     expect((await database.db.query('SELECT 1 FROM identity_nodes WHERE workspace_id = $1', [ws])).rows).toEqual([]);
 

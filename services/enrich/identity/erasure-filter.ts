@@ -8,11 +8,15 @@
  * Two ways to ask, one rule:
  *  - `ErasureFilter.load(sql, workspaceId)` then `filter.matches(envelope)`: for a job that reads many envelopes of
  *    one workspace (replay, export); loads the workspace's list once.
- *  - `erasedEnvelopes(sql, envelopes)`: set-based, one or two statements for a batch of any workspaces (enrich).
+ *  - `erasedEnvelopes(sql, envelopes)`: set-based, one or two statements for a batch of any workspaces (enrich);
+ *    `erasedConversions(sql, conversions)` the same for built conversions (the forwarder's intake), by the hashed
+ *    emails, phones, user ids and the click id their records carry.
  */
 import { createHmac, randomBytes } from 'node:crypto';
+import type { ConversionReady, PlatformEventRecord } from '../../shared/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
 import type { EventEnvelope } from '../../shared/envelope.js';
+import { sha256Hex } from '../../shared/ids.js';
 import { identifierNodesOf } from './identifiers.js';
 import type { GraphKind, GraphNode } from './kinds.js';
 
@@ -29,8 +33,36 @@ const CLASS: Readonly<Record<GraphKind, string>> = {
   organization: 'organization',
 };
 
+/** An identifier as the redaction list knows it: its class and value. */
+export interface Mark {
+  readonly cls: string;
+  readonly value: string;
+}
+
+/**
+ * The marks of graph nodes. A user id also gives its `external_id` mark (the SHA-256 a platform record carries), so
+ * a conversion built before an erasure is recognised by the hashed user id too.
+ */
+export function marksOf(nodes: readonly GraphNode[]): Mark[] {
+  return nodes.flatMap((n) => [
+    { cls: CLASS[n.kind], value: n.value },
+    ...(n.kind === 'user_id' ? [{ cls: 'external_id', value: sha256Hex(n.value) }] : []),
+  ]);
+}
+
+/** The marks of a platform record: its hashed emails, phones and user ids, and its click id. */
+export function recordMarks(record: PlatformEventRecord): Mark[] {
+  const u = record.user ?? {};
+  return [
+    ...(u.email ?? []).map((value) => ({ cls: 'email', value })),
+    ...(u.phone ?? []).map((value) => ({ cls: 'phone', value })),
+    ...(u.external_id ?? []).map((value) => ({ cls: 'external_id', value })),
+    ...(u.ttclid ? [{ cls: 'ttclid', value: u.ttclid }] : []),
+  ];
+}
+
 /** HMAC-SHA256(salt, class \n value), hex: the only form in which an erased identifier is kept. */
-export const saltedHash = (salt: string, n: GraphNode): string => createHmac('sha256', salt).update(`${CLASS[n.kind]}\n${n.value}`).digest('hex');
+export const saltedHash = (salt: string, m: Mark): string => createHmac('sha256', salt).update(`${m.cls}\n${m.value}`).digest('hex');
 
 /** The workspace's salt, created on first use (an upsert: two callers at once get the same one). */
 export async function workspaceSalt(sql: Sql, workspaceId: string): Promise<string> {
@@ -70,29 +102,51 @@ export class ErasureFilter {
   /** The envelope belongs to an erased person: received no later than an erasure of one of its identifiers. */
   matches(e: EventEnvelope): boolean {
     if (this.salt === null || this.erased.size === 0 || e.workspace_id !== this.workspaceId) return false;
-    return identifierNodesOf(e).some((n) => {
-      const at = this.erased.get(saltedHash(this.salt!, n));
+    return marksOf(identifierNodesOf(e)).some((m) => {
+      const at = this.erased.get(saltedHash(this.salt!, m));
       return at !== undefined && e.received_at <= at;
     });
   }
 }
 
 /** The envelopes (of any workspaces) that belong to an erased person, set-based: for enrich's batches. */
-export async function erasedEnvelopes(sql: Sql, envelopes: readonly EventEnvelope[]): Promise<boolean[]> {
-  const out = envelopes.map(() => false);
-  if (envelopes.length === 0) return out;
+export function erasedEnvelopes(sql: Sql, envelopes: readonly EventEnvelope[]): Promise<boolean[]> {
+  return erased(
+    sql,
+    envelopes.map((e) => ({ workspaceId: e.workspace_id, receivedAt: e.received_at, marks: () => marksOf(identifierNodesOf(e)) })),
+  );
+}
+
+/**
+ * The conversions built from an erased person's events before the erasure, set-based: for the forwarder's intake (on
+ * Kafka a conversion can be on conversions.ready, not yet filed, while the erasure runs).
+ */
+export function erasedConversions(sql: Sql, conversions: readonly ConversionReady[]): Promise<boolean[]> {
+  return erased(
+    sql,
+    conversions.map((c) => ({ workspaceId: c.workspace_id, receivedAt: c.received_at, marks: () => recordMarks(c.record) })),
+  );
+}
+
+/** One rule for both: received no later than an erasure of one of its marks, in its workspace. */
+async function erased(
+  sql: Sql,
+  items: ReadonlyArray<{ readonly workspaceId: string; readonly receivedAt: number; marks(): Mark[] }>,
+): Promise<boolean[]> {
+  const out = items.map(() => false);
+  if (items.length === 0) return out;
   // Usually empty: only workspaces that ever erased someone have a salt with a list.
   const salts = await sql.query<{ workspace_id: string; salt: string }>(
     `SELECT s.workspace_id, s.salt FROM privacy_salts s
      WHERE s.workspace_id = ANY($1::text[]) AND EXISTS (SELECT 1 FROM erased_identifiers e WHERE e.workspace_id = s.workspace_id)`,
-    [[...new Set(envelopes.map((e) => e.workspace_id))]],
+    [[...new Set(items.map((i) => i.workspaceId))]],
   );
   if (salts.rows.length === 0) return out;
   const saltOf = new Map(salts.rows.map((r) => [r.workspace_id, r.salt]));
   const asked: Array<{ i: number; workspace_id: string; id_hash: string; received_at: number }> = [];
-  envelopes.forEach((e, i) => {
-    const salt = saltOf.get(e.workspace_id);
-    if (salt) for (const n of identifierNodesOf(e)) asked.push({ i, workspace_id: e.workspace_id, id_hash: saltedHash(salt, n), received_at: e.received_at });
+  items.forEach((item, i) => {
+    const salt = saltOf.get(item.workspaceId);
+    if (salt) for (const m of item.marks()) asked.push({ i, workspace_id: item.workspaceId, id_hash: saltedHash(salt, m), received_at: item.receivedAt });
   });
   if (asked.length === 0) return out;
   const hit = await sql.query<{ i: number }>(
