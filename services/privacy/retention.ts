@@ -14,7 +14,7 @@ import { oldestEntryAge, retentionDeleted } from './metrics.js';
 const CHUNK = 5_000;
 const DLQ_TOPICS = [Topics.eventsDlq, Topics.conversionsDlq];
 
-/** Deletes `select`'s rows chunk by chunk (select returns at most CHUNK keys of expired rows). */
+/** Deletes a statement's rows chunk by chunk (the statement deletes at most CHUNK rows and returns one row each). */
 async function purge(db: Db, statement: string, values: unknown[]): Promise<number> {
   let total = 0;
   for (;;) {
@@ -24,47 +24,65 @@ async function purge(db: Db, statement: string, values: unknown[]): Promise<numb
   }
 }
 
+/** A store whose entries expire by age: its table, primary key columns, age column and retention. */
+interface Expiring {
+  readonly store: string;
+  readonly table: string;
+  readonly key: readonly string[];
+  readonly age: string;
+  /** Narrows the table to the store's rows (the dead letters are two topics of the log). */
+  readonly only?: string;
+  readonly retentionMs: (cfg: PrivacyConfig) => number;
+}
+
+const EXPIRING: readonly Expiring[] = [
+  { store: 'identity_graph', table: 'identity_nodes', key: ['node_id'], age: 'last_seen_at', retentionMs: (c) => c.graphRetentionMs },
+  {
+    store: 'identity_links',
+    table: 'identity_edges',
+    key: ['workspace_id', 'key_mode', 'a_kind', 'a_value', 'b_kind', 'b_value'],
+    age: 'last_seen_at',
+    retentionMs: (c) => c.graphRetentionMs,
+  },
+  {
+    store: 'dead_letters',
+    table: 'log_records',
+    key: ['topic', '"offset"'],
+    age: 'appended_at',
+    only: `topic IN (${DLQ_TOPICS.map((t) => `'${t}'`).join(', ')})`,
+    retentionMs: (c) => c.deadLetterRetentionMs,
+  },
+  { store: 'audit_log', table: 'audit_log', key: ['id'], age: 'at', retentionMs: (c) => c.auditRetentionMs },
+  {
+    store: 'why_records',
+    table: 'conversion_explanations',
+    key: ['workspace_id', 'key_mode', 'event_id'],
+    age: 'created_at',
+    retentionMs: (c) => c.explanationRetentionMs,
+  },
+];
+
 const cutoff = (now: number, ms: number): string => new Date(now - ms).toISOString();
 
 export async function sweepRetention(db: Db, cfg: PrivacyConfig, now = Date.now()): Promise<Record<string, number>> {
-  const deleted: Record<string, number> = {
-    identity_graph: await purge(
+  const deleted: Record<string, number> = {};
+  for (const e of EXPIRING) {
+    const key = e.key.join(', ');
+    deleted[e.store] = await purge(
       db,
-      `DELETE FROM identity_nodes WHERE node_id IN (SELECT node_id FROM identity_nodes WHERE last_seen_at < $1 LIMIT ${CHUNK}) RETURNING 1`,
-      [cutoff(now, cfg.graphRetentionMs)],
-    ),
-    identity_links: await purge(
-      db,
-      `DELETE FROM identity_edges WHERE (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) IN
-         (SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value FROM identity_edges WHERE last_seen_at < $1 LIMIT ${CHUNK}) RETURNING 1`,
-      [cutoff(now, cfg.graphRetentionMs)],
-    ),
-    dead_letters: await purge(
-      db,
-      `DELETE FROM log_records WHERE (topic, "offset") IN
-         (SELECT topic, "offset" FROM log_records WHERE topic = ANY($2::text[]) AND appended_at < $1 LIMIT ${CHUNK}) RETURNING 1`,
-      [cutoff(now, cfg.deadLetterRetentionMs), DLQ_TOPICS],
-    ),
-    audit_log: await purge(
-      db,
-      `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < $1 LIMIT ${CHUNK}) RETURNING 1`,
-      [cutoff(now, cfg.auditRetentionMs)],
-    ),
-    // An erasure record is audit too; its redaction list goes with it (long after the raw log has expired).
-    erasures: await purge(
-      db,
-      `WITH gone AS (DELETE FROM erasures WHERE id IN (SELECT id FROM erasures WHERE requested_at < $1 AND status IN ('done', 'failed') LIMIT ${CHUNK}) RETURNING id),
-            list AS (DELETE FROM erased_identifiers WHERE erasure_id IN (SELECT id FROM gone) RETURNING 1)
-       SELECT id FROM gone`,
-      [cutoff(now, cfg.auditRetentionMs)],
-    ),
-    why_records: await purge(
-      db,
-      `DELETE FROM conversion_explanations WHERE (workspace_id, key_mode, event_id) IN
-         (SELECT workspace_id, key_mode, event_id FROM conversion_explanations WHERE created_at < $1 LIMIT ${CHUNK}) RETURNING 1`,
-      [cutoff(now, cfg.explanationRetentionMs)],
-    ),
-  };
+      `DELETE FROM ${e.table} WHERE (${key}) IN
+         (SELECT ${key} FROM ${e.table} WHERE ${e.age} < $1 ${e.only ? `AND ${e.only}` : ''} LIMIT ${CHUNK}) RETURNING 1`,
+      [cutoff(now, e.retentionMs(cfg))],
+    );
+  }
+  // An erasure record is audit too; its redaction list goes with it (long after the raw log it redacts has expired).
+  deleted.erasures = await purge(
+    db,
+    `WITH gone AS (DELETE FROM erasures WHERE id IN (SELECT id FROM erasures WHERE requested_at < $1 AND status IN ('done', 'failed') LIMIT ${CHUNK}) RETURNING id),
+          list AS (DELETE FROM erased_identifiers WHERE erasure_id IN (SELECT id FROM gone) RETURNING 1)
+     SELECT id FROM gone`,
+    [cutoff(now, cfg.auditRetentionMs)],
+  );
   for (const [store, n] of Object.entries(deleted)) if (n > 0) retentionDeleted.inc({ store }, n);
   await measureOldest(db, now);
   return deleted;

@@ -5,7 +5,6 @@
  * of the same person before and after; a replay of the person's old event after the erasure; and every privacy
  * route's bad input.
  */
-import { randomBytes } from 'node:crypto';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,7 +18,9 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { sha256, serverEvent, webEvent } from '../helpers/factories.js';
-import { conversion, eventually, receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { conversion, eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
+import { sandboxServiceEnv } from '../helpers/sre-flow.js';
+import { SETUP } from '../helpers/workspaces.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
@@ -30,27 +31,15 @@ let service: RunningService;
 let url: string;
 let admin: AdminClient;
 
-const SETUP = {
-  event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
-  events: [{ name: 'purchase', platform_event: 'CompletePayment' }],
-};
-
 beforeAll(async () => {
   sandbox = await startSandbox({ port: 0 });
   const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
+  url = `http://127.0.0.1:${port}`; // = PUBLIC_BASE_URL
   const config = loadConfig({
-    PORT: String(port),
+    ...sandboxServiceEnv(sandbox, port),
     HOST: '127.0.0.1',
     DATA_DIR: mkdtempSync(join(tmpdir(), 'privacy-e2e-')),
     ADMIN_TOKEN: ADMIN,
-    PUBLIC_BASE_URL: url,
-    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
-    FORWARDER_LINGER_MS: '30',
     ERASURE_POLL_INTERVAL_MS: '50',
     LOG_LEVEL: 'silent',
     GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',

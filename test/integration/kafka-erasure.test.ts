@@ -6,7 +6,6 @@
  * and the redaction list (ErasureFilter) marks it; that envelope fed to enrich again (as a replay does) is dropped
  * and re-links nothing.
  */
-import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErasureFilter } from '../../services/enrich/identity/erasure-filter.js';
 import type { EventEnvelope } from '../../services/shared/envelope.js';
@@ -15,7 +14,10 @@ import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
 import { serverEvent, sha256, webEvent } from '../helpers/factories.js';
-import { receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { receivedBySandbox } from '../helpers/forwarder-rig.js';
+import { sandboxServiceEnv } from '../helpers/sre-flow.js';
+import { freePort } from '../sandbox/ports.js';
+import { SETUP } from '../helpers/workspaces.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
@@ -42,15 +44,7 @@ beforeAll(async () => {
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
     groupPrefix: prefix,
-    extra: {
-      PLATFORM_API_BASE: sandbox.apiBase,
-      PLATFORM_AUTH_URL: sandbox.authUrl,
-      PLATFORM_APP_ID: SANDBOX_APP.id,
-      PLATFORM_APP_SECRET: SANDBOX_APP.secret,
-      CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-      FORWARDER_LINGER_MS: '50',
-      ERASURE_POLL_INTERVAL_MS: '100',
-    },
+    extra: { ...sandboxServiceEnv(sandbox, await freePort()), ERASURE_POLL_INTERVAL_MS: '100' },
   });
   admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
 });
@@ -81,10 +75,7 @@ describe('erasure on Kafka', () => {
     const ws = (await admin.createWorkspace('kafka-erasure')).id;
     const key = (await admin.createKey(ws, 'live')).key;
     expect(
-      (await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, {
-        event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7,
-        events: [{ name: 'purchase', platform_event: 'CompletePayment' }],
-      })).status,
+      (await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status,
     ).toBe(200);
     const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
     expect((await newBrowser().open(started.body.authorize_url)).status).toBe(200);
