@@ -10,7 +10,7 @@ import { audit } from '../forwarder/connection-repo.js';
 import type { Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
-import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
+import { lockForErasure, marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
 import type { ErasureStep, ErasureSubject } from './erasure-steps.js';
 import { erasedRecords, erasuresTotal } from './metrics.js';
@@ -129,6 +129,7 @@ export class ErasureRepo {
           requestedAt: Number(job.requested_ms),
           nodes: nodesOf(job.pending ?? {}),
         };
+        await lockForErasure(tx, job.workspace_id);
         const out: Record<string, number> = {};
         for (const step of steps) out[step.store] = await step.run(tx, subject);
         await tx.query(

@@ -64,6 +64,25 @@ export function recordMarks(record: PlatformEventRecord): Mark[] {
 /** HMAC-SHA256(salt, class \n value), hex: the only form in which an erased identifier is kept. */
 export const saltedHash = (salt: string, m: Mark): string => createHmac('sha256', salt).update(`${m.cls}\n${m.value}`).digest('hex');
 
+/** Advisory lock class of erasures (the second key is the workspace's hash). */
+const ERASURE_LOCK_CLASS = 7_313;
+
+/**
+ * An erasure job holds its workspace's erasure lock exclusively until its transaction ends; the checks below hold it
+ * shared until theirs ends. So a batch either ran wholly before the erasure (which then removes what it wrote), or
+ * checks the redaction list after the erasure committed: nothing slips in between the check and the write.
+ */
+export async function lockForErasure(sql: Sql, workspaceId: string): Promise<void> {
+  await sql.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [ERASURE_LOCK_CLASS, workspaceId]);
+}
+
+async function holdAgainstErasures(sql: Sql, workspaceIds: readonly string[]): Promise<void> {
+  await sql.query(
+    `SELECT pg_advisory_xact_lock_shared($1, h) FROM (SELECT DISTINCT hashtext(w) AS h FROM unnest($2::text[]) AS w ORDER BY 1) AS s`,
+    [ERASURE_LOCK_CLASS, workspaceIds],
+  );
+}
+
 /** The workspace's salt, created on first use (an upsert: two callers at once get the same one). */
 export async function workspaceSalt(sql: Sql, workspaceId: string): Promise<string> {
   await sql.query('INSERT INTO privacy_salts (workspace_id, salt) VALUES ($1, $2) ON CONFLICT (workspace_id) DO NOTHING', [
@@ -128,18 +147,23 @@ export function erasedConversions(sql: Sql, conversions: readonly ConversionRead
   );
 }
 
-/** One rule for both: received no later than an erasure of one of its marks, in its workspace. */
+/**
+ * One rule for both: received no later than an erasure of one of its marks, in its workspace. Holds the workspaces'
+ * erasure locks shared until the caller's transaction ends.
+ */
 async function erased(
   sql: Sql,
   items: ReadonlyArray<{ readonly workspaceId: string; readonly receivedAt: number; marks(): Mark[] }>,
 ): Promise<boolean[]> {
   const out = items.map(() => false);
   if (items.length === 0) return out;
+  const workspaces = [...new Set(items.map((i) => i.workspaceId))];
+  await holdAgainstErasures(sql, workspaces);
   // Usually empty: only workspaces that ever erased someone have a salt with a list.
   const salts = await sql.query<{ workspace_id: string; salt: string }>(
     `SELECT s.workspace_id, s.salt FROM privacy_salts s
      WHERE s.workspace_id = ANY($1::text[]) AND EXISTS (SELECT 1 FROM erased_identifiers e WHERE e.workspace_id = s.workspace_id)`,
-    [[...new Set(items.map((i) => i.workspaceId))]],
+    [workspaces],
   );
   if (salts.rows.length === 0) return out;
   const saltOf = new Map(salts.rows.map((r) => [r.workspace_id, r.salt]));
