@@ -9,6 +9,9 @@ export const erasuresTotal = new Counter({
   registers: [registry],
 });
 
+// Both series exist from the start, so an alert on `failed` has a series to watch before the first erasure.
+for (const status of ['done', 'failed']) erasuresTotal.inc({ status }, 0);
+
 export const erasedRecords = new Counter({
   name: 'privacy_erased_records_total',
   help: 'Records removed by erasures, by store',
