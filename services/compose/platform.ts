@@ -150,6 +150,7 @@ export function createPlatformSide(deps: {
               connections,
               revoker,
               plans: Object.keys(config.planLimits),
+              explanationRetentionMs: config.privacy.explanationRetentionMs,
             }),
         ]
       : [],

@@ -25,6 +25,10 @@ import { createForwarderIntake } from '../forwarder/intake.js';
 import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
 import { Redriver } from '../datateam/redrive.js';
 import { dataTeamRoutes } from '../datateam/routes.js';
+import { erasureSteps } from '../privacy/erasure-steps.js';
+import { ErasureWorker } from '../privacy/erasures.js';
+import { startRetentionSweeper } from '../privacy/retention.js';
+import { privacyRoutes } from '../privacy/routes.js';
 
 export interface RunningService {
   readonly app: FastifyInstance;
@@ -64,6 +68,9 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
   const deadLetters = new DeadLetterRepo(db);
   const redriver = new Redriver({ db, repo: deadLetters, log: runtime.dataTeam.redriveLog, onQueued: () => platform.sender?.wake() });
   const log = runtime.log;
+  // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.
+  const privacyRole = runs(config.role, 'console');
+  const erasures = new ErasureWorker({ db, steps: erasureSteps(runtime.kind), logger, pollMs: config.privacy.erasurePollMs });
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
   );
@@ -94,6 +101,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       (scope) =>
         dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents, topicRecords: runtime.dataTeam.topicRecords }),
       (scope) => replayRoutes(scope, { db, rawLogRetentionMs: config.rawLogRetentionMs }),
+      (scope) => privacyRoutes(scope, { db, onErasure: () => erasures.wake(), explanationRetentionMs: config.privacy.explanationRetentionMs }),
       ...platform.adminExtensions,
     ],
     publicExtensions: [...platform.publicExtensions],
@@ -112,6 +120,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       })
     : undefined;
   replays?.start();
+  if (privacyRole) erasures.start();
+  const sweeper = privacyRole ? startRetentionSweeper(db, config.privacy, logger) : undefined;
 
   return {
     app,
@@ -126,6 +136,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
       await runtime.close(); // stages finish their batches in flight
       await log.close();
       await platform.close(); // batches and refreshes in flight finish
+      await erasures.close(); // a running erasure finishes
+      await sweeper?.stop();
       rateLimit.close();
       await db.close();
     },

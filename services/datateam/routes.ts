@@ -5,6 +5,7 @@
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
+import { ErasureFilter } from '../enrich/identity/erasure-filter.js';
 import { IngestError } from '../gateway/problems.js';
 import type { Db } from '../shared/db/db.js';
 import type { AcceptedEvents } from './accepted-events.js';
@@ -264,8 +265,12 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
       await requireWorkspace(ws);
       const abort = new AbortController();
       reply.raw.once('close', () => abort.abort()); // finished, or the client went away
+      // An erased person's envelopes still on a Kafka topic are left out (docs/privacy.md, the redaction list).
+      const erased = await ErasureFilter.load(deps.db, ws);
       const lines = async function* (): AsyncGenerator<string> {
-        for await (const envelope of deps.acceptedEvents.read(ws, from, to, abort.signal)) yield `${JSON.stringify(envelope)}\n`;
+        for await (const envelope of deps.acceptedEvents.read(ws, from, to, abort.signal)) {
+          if (!erased.matches(envelope)) yield `${JSON.stringify(envelope)}\n`;
+        }
       };
       // Readable.from pulls a line only when the response can take it: constant memory, the client's pace.
       return reply

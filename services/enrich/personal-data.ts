@@ -23,25 +23,65 @@ function list(values: readonly string[]): readonly string[] | undefined {
   return digests.length > 0 ? digests : undefined;
 }
 
+/** Where a forwarded personal field came from: the graph node that supplied it (the "why" of the field). */
+export interface PersonalSource {
+  readonly field: 'user.email' | 'user.phone' | 'user.external_id';
+  /** The value as forwarded (SHA-256 hex). */
+  readonly value: string;
+  readonly node_kind: string;
+  readonly first_seen_at: number;
+  readonly last_seen_at: number;
+}
+
+/** Why no personal data went, when none did. */
+export type PersonalWithheld = 'pii_mode_none' | 'ad_user_data_not_granted' | 'no_cluster' | 'none_offered';
+
+export interface ExplainedPersonalIdentifiers {
+  readonly pii: PersonalIdentifiers;
+  readonly sources: readonly PersonalSource[];
+  readonly withheld: PersonalWithheld | null;
+}
+
 export function personalIdentifiers(
   graph: ClusterReader,
   consent: ConsentDecision,
   piiMode: PiiMode,
   clusterId: string | null,
 ): PersonalIdentifiers {
-  if (piiMode !== 'hashed' || !consent.sendPersonalData || !clusterId) return {};
-  const nodes = graph.identifiers(
+  return explainPersonalIdentifiers(graph, consent, piiMode, clusterId).pii;
+}
+
+export function explainPersonalIdentifiers(
+  graph: ClusterReader,
+  consent: ConsentDecision,
+  piiMode: PiiMode,
+  clusterId: string | null,
+): ExplainedPersonalIdentifiers {
+  if (piiMode !== 'hashed') return { pii: {}, sources: [], withheld: 'pii_mode_none' };
+  if (!consent.sendPersonalData) return { pii: {}, sources: [], withheld: 'ad_user_data_not_granted' };
+  if (!clusterId) return { pii: {}, sources: [], withheld: 'no_cluster' };
+  const nodes = graph.offeredIdentifiers(
     clusterId,
     ['email_sha256', 'email_canonical_sha256', 'phone_e164_sha256', 'user_id'],
     MAX_PER_LIST,
   );
-  const of = (...kinds: string[]) => nodes.filter((n) => kinds.includes(n.kind)).map((n) => n.value);
+  const sources: PersonalSource[] = [];
+  const pick = (field: PersonalSource['field'], kinds: readonly string[], digest: (v: string) => string): readonly string[] | undefined => {
+    const of = nodes.filter((n) => kinds.includes(n.kind));
+    const values = list(of.map((n) => digest(n.value)));
+    for (const value of values ?? []) {
+      const n = of.find((x) => digest(x.value) === value)!;
+      sources.push({ field, value, node_kind: n.kind, first_seen_at: n.firstSeenAt, last_seen_at: n.lastSeenAt });
+    }
+    return values;
+  };
   const out: { -readonly [K in keyof PersonalIdentifiers]: PersonalIdentifiers[K] } = {};
-  const email = list(of('email_sha256', 'email_canonical_sha256'));
-  const phone = list(of('phone_e164_sha256'));
-  const externalId = list(of('user_id').map((v) => sha256Hex(v)));
+  const same = (v: string): string => v;
+  const email = pick('user.email', ['email_sha256', 'email_canonical_sha256'], same);
+  const phone = pick('user.phone', ['phone_e164_sha256'], same);
+  const externalId = pick('user.external_id', ['user_id'], (v) => sha256Hex(v));
   if (email) out.email = email;
   if (phone) out.phone = phone;
   if (externalId) out.external_id = externalId;
-  return out;
+  return { pii: out, sources, withheld: sources.length === 0 ? 'none_offered' : null };
 }

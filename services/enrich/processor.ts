@@ -16,6 +16,7 @@ import { Topics } from '../shared/topics.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';
 import { purgeConversionIds } from './conversion-ids.js';
+import { erasedEnvelopes } from './identity/erasure-filter.js';
 import { graphInputOf } from './identity/identifiers.js';
 import type { EnrichItem } from './item.js';
 import { scopeOf } from './scope.js';
@@ -64,7 +65,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
     punctuate: { everyMs: ENRICH_DEFAULTS.purgeEveryMs, run: (sql) => purgeConversionIds(sql, windowMs).then(() => undefined) },
     async processBatch(records, ctx) {
       const outcomes: Outcome[] = new Array(records.length);
-      const items: EnrichItem[] = [];
+      const checkedItems: EnrichItem[] = [];
       records.forEach((record, k) => {
         const checked = checkEnvelope(record.value);
         if (!checked.ok) {
@@ -73,7 +74,13 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
         }
         const e = checked.envelope;
         const consent = consentDecision(e.consent);
-        items.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
+        checkedItems.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
+      });
+      // An event of an erased person received before the erasure (in flight, or replayed) never re-links it.
+      const erased = await erasedEnvelopes(ctx.sql, checkedItems.map((i) => i.e));
+      const items = checkedItems.filter((item, n) => {
+        if (erased[n]) outcomes[item.position] = drop('erased');
+        return !erased[n];
       });
 
       const selections = await selectConversions(ctx.sql, items);

@@ -6,6 +6,7 @@
  */
 import type { ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
+import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import type { ConnectionStatus } from './connection-repo.js';
 import { recordDeadLetters } from '../shared/dead-letter.js';
 import { conversionLetterEntry, type ConversionDeadLetter } from './outbox-repo.js';
@@ -114,6 +115,10 @@ export async function fileIntoOutbox(
     for (const row of s.rows) sent.add(`${row.workspace_id}\n${row.event_id}`);
   }
 
+  // Built from an erased person's events before the erasure (docs/privacy.md): never queued.
+  const erasedFlags = await erasedConversions(tx, readable);
+  const erased = new Set(readable.filter((_, n) => erasedFlags[n]).map((c) => `${c.workspace_id}\n${ledgerEventId(c)}`));
+
   const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean; at: number }> = [];
   items.forEach((item, at) => {
     const v = (item.value ?? {}) as Partial<ConversionReady>;
@@ -121,7 +126,9 @@ export async function fileIntoOutbox(
     const id = item.undecodable || conversionProblem(item.value) !== null ? '' : ledgerEventId(item.value as ConversionReady);
     const decision = item.undecodable
       ? ({ action: 'dlq', reason: `undecodable: ${item.undecodable}` } as const)
-      : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
+      : erased.has(`${ws}\n${id}`)
+        ? ({ action: 'drop', reason: 'erased' } as const)
+        : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
     if (decision.action === 'queue') toQueue.push({ c: item.value as ConversionReady, id, parked: decision.parked, at });
     else if (decision.action === 'drop') {
       filed[at] = { kind: 'dropped', reason: decision.reason };

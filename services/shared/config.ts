@@ -122,6 +122,13 @@ const envSchema = z.object({
   FORWARDER_LEDGER_RETENTION_HOURS: z.coerce.number().min(48, 'must be at least 48 (the platform dedups for 48 h)').default(7 * 24),
   FORWARDER_PARK_MAX_HOURS: z.coerce.number().positive().default(7 * 24),
   REFRESH_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1000),
+  /** Privacy retention (docs/privacy.md, "What is stored and for how long"). */
+  IDENTITY_GRAPH_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(180),
+  DEAD_LETTER_RETENTION_DAYS: z.coerce.number().positive().max(30, 'must be at most 30 (the dead-letter topics keep 30 days)').default(30),
+  AUDIT_LOG_RETENTION_DAYS: z.coerce.number().positive().max(3650).default(400),
+  CONVERSION_EXPLANATION_RETENTION_DAYS: z.coerce.number().positive().max(365).default(30),
+  RETENTION_SWEEP_INTERVAL_MS: z.coerce.number().int().min(100).max(86_400_000).default(600_000),
+  ERASURE_POLL_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
   /** Overload shedding of the ingestion routes (docs/operations.md, "Overload and limits"). */
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
   GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
@@ -179,6 +186,17 @@ export interface Config {
     readonly parkMaxAgeMs: number;
     readonly refreshIntervalMs: number;
   };
+  readonly privacy: PrivacyConfig;
+}
+
+/** Retention of each store and the privacy jobs' pace (docs/privacy.md). */
+export interface PrivacyConfig {
+  readonly graphRetentionMs: number;
+  readonly deadLetterRetentionMs: number;
+  readonly auditRetentionMs: number;
+  readonly explanationRetentionMs: number;
+  readonly sweepIntervalMs: number;
+  readonly erasurePollMs: number;
 }
 
 export interface GatewayOverloadConfig {
@@ -189,6 +207,8 @@ export interface GatewayOverloadConfig {
   /** Event-loop utilisation (0..1) past which new ingestion requests are shed; 0: not checked. */
   readonly maxEventLoopUtilization: number;
 }
+
+const DAY_MS = 24 * 3600_000;
 
 export class ConfigError extends ServiceError {
   constructor(readonly variable: string, problem: string) {
@@ -273,6 +293,14 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       ledgerRetentionMs: e.FORWARDER_LEDGER_RETENTION_HOURS * 3600_000,
       parkMaxAgeMs: e.FORWARDER_PARK_MAX_HOURS * 3600_000,
       refreshIntervalMs: e.REFRESH_INTERVAL_MS,
+    },
+    privacy: {
+      graphRetentionMs: e.IDENTITY_GRAPH_RETENTION_DAYS * DAY_MS,
+      deadLetterRetentionMs: e.DEAD_LETTER_RETENTION_DAYS * DAY_MS,
+      auditRetentionMs: e.AUDIT_LOG_RETENTION_DAYS * DAY_MS,
+      explanationRetentionMs: e.CONVERSION_EXPLANATION_RETENTION_DAYS * DAY_MS,
+      sweepIntervalMs: e.RETENTION_SWEEP_INTERVAL_MS,
+      erasurePollMs: e.ERASURE_POLL_INTERVAL_MS,
     },
   };
 }

@@ -196,6 +196,26 @@ describe('the console in Chromium', () => {
     await accessible('activity');
   });
 
+  it('explains why each user field of that conversion went (Activity, "Why this field")', async () => {
+    const [received] = await receivedBySandbox(sandbox);
+    await page.goto(`${url}/console/w/${ws1}/activity`);
+    await page.getByLabel('Event id').fill(received!.event_id);
+    await page.getByRole('button', { name: 'Explain' }).click();
+    const table = page.getByRole('table', { name: 'Why each user field was forwarded' });
+    await table.waitFor();
+    const email = table.getByRole('row', { name: /user\.email/ }).first();
+    expect(await email.locator('td').nth(1).textContent()).toBe('yes');
+    expect(await email.locator('td').nth(2).textContent()).toBe('graph_link');
+    expect(await email.locator('td').nth(4).textContent()).toMatch(/^email_sha256, last seen/);
+    expect(await page.getByText('ad_user_data GRANTED').count()).toBe(1);
+    await accessible('activity');
+    // Unknown: said so, no table.
+    await page.getByLabel('Event id').fill('no-such-event');
+    await page.getByRole('button', { name: 'Explain' }).click();
+    await page.getByText(/No conversion no-such-event in this workspace/).waitFor();
+    expect(await page.getByRole('table', { name: 'Why each user field was forwarded' }).count()).toBe(0);
+  });
+
   it('shows a connection revoked at the platform as needing re-authorisation, and reconnects', async () => {
     await sandboxControl(sandbox, '/revoke-all', {});
     await send(key, 'purchase');

@@ -48,6 +48,8 @@ export interface ConsoleWebDeps {
   readonly plans: readonly string[];
   /** Sign-in attempts per client address per minute. */
   readonly signInAttemptsPerMinute?: number;
+  /** How long a conversion's "why this field" record is shown (CONVERSION_EXPLANATION_RETENTION_DAYS). */
+  readonly explanationRetentionMs?: number;
 }
 
 export const SESSION_MAX_AGE_MS = 8 * 3600_000;

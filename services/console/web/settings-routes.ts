@@ -15,6 +15,7 @@ import { connectionView, disconnectWorkspace } from '../routes/connection.js';
 import { repeatedEventName, setupBody } from '../routes/forwarding.js';
 import { UserRepo, type ConsoleUser, type Membership } from '../user-repo.js';
 import { WorkspaceRepo } from '../workspace-repo.js';
+import { ExplanationRepo } from '../../privacy/explanations.js';
 import { ActivityRepo, deliveredChart } from './activity-repo.js';
 import { renderPage, type ConsoleWebDeps } from './plugin.js';
 import { actorOf } from './sign-in-routes.js';
@@ -217,11 +218,25 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
   });
 
   // ---- Activity ----
-  app.get<WsParams>('/w/:ws/activity', async (request, reply) => {
+  const explanations = new ExplanationRepo(deps.db, deps.explanationRetentionMs ?? 30 * 24 * 3600_000);
+  app.get<WsParams & { Querystring: { event_id?: string | string[] } }>('/w/:ws/activity', async (request, reply) => {
     const a = await access(request, reply);
     if (!a) return reply;
     const data = await activity.read(a.ws.workspaceId, ACTIVITY_DAYS);
-    return renderPage(request, reply, 'activity', { title: 'Activity', ws: a.ws, tab: 'activity', days: ACTIVITY_DAYS, chart: deliveredChart(data.daily), ...data });
+    // "Why this field" of one conversion (docs/privacy.md), looked up by its event id.
+    const whyId = one(request.query.event_id).slice(0, 512);
+    const why = whyId === '' ? null : await explanations.get(a.ws.workspaceId, whyId);
+    return renderPage(request, reply, 'activity', {
+      title: 'Activity',
+      ws: a.ws,
+      tab: 'activity',
+      days: ACTIVITY_DAYS,
+      chart: deliveredChart(data.daily),
+      ...data,
+      whyId,
+      why,
+      whyRetentionDays: Math.round((deps.explanationRetentionMs ?? 30 * 24 * 3600_000) / 86_400_000),
+    });
   });
 }
 

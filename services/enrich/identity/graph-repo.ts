@@ -60,6 +60,9 @@ interface NodeRow {
   page_location: string | null;
   user_agent: string | null;
   page_seen_at: number | null;
+  /** Consent withdrawal (migration 0010): the newest event of the cluster that withheld the purpose, as seen by this node. */
+  ad_user_data_withdrawn_at: number | null;
+  ad_storage_withdrawn_at: number | null;
 }
 
 interface EdgeRow {
@@ -76,10 +79,22 @@ interface EdgeRow {
 const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
 const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
+/** An identifier the graph offers, with when consenting events saw it (epoch ms): the "why" of a forwarded field. */
+export interface OfferedNode extends GraphNode {
+  readonly firstSeenAt: number;
+  readonly lastSeenAt: number;
+}
+
 /** What the conversion steps read of an event's cluster (answered from the snapshot). */
 export interface ClusterReader {
-  /** The cluster's newest identifiers of the given kinds, at most `perKind` each, newest first. */
+  /**
+   * The cluster's newest identifiers of the given kinds, at most `perKind` each, newest first. Consent withdrawal
+   * (docs/consent.md): an identifier last seen before the cluster's newest withdrawal of a purpose it needs is not
+   * offered.
+   */
   identifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): GraphNode[];
+  /** identifiers(), with when each was seen. */
+  offeredIdentifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): OfferedNode[];
   /** The newest click id of the cluster first seen in (at - windowMs, at]: a click after the conversion cannot have led to it. */
   newestClickId(clusterId: string, at: number, windowMs: number): string | undefined;
   /** The cluster's newest session data (page location and user agent of its last seen web event; one with a URL first). */
@@ -178,6 +193,8 @@ export class GraphSnapshot implements ClusterReader {
           page_location: page?.page_location ?? null,
           user_agent: page?.user_agent ?? null,
           page_seen_at: pageAt,
+          ad_user_data_withdrawn_at: null,
+          ad_storage_withdrawn_at: null,
         });
         return;
       }
@@ -226,13 +243,56 @@ export class GraphSnapshot implements ClusterReader {
     }
   }
 
+  /**
+   * Consent withdrawal: an event that withheld ad_storage or ad_user_data marks the clusters its identifiers belong
+   * to (it adds nothing to them). Kept on every member node, so a merge carries it into the merged cluster.
+   */
+  withdraw(scope: GraphScope, nodes: readonly GraphNode[], at: number, purposes: { readonly adStorage: boolean; readonly adUserData: boolean }): void {
+    if (!purposes.adStorage && !purposes.adUserData) return;
+    const clusters = new Set<string>();
+    for (const n of nodes) {
+      const row = this.nodes.get(this.idOf(scope, n));
+      if (row) clusters.add(row.cluster_id);
+    }
+    for (const c of clusters) {
+      for (const id of this.members.get(c) ?? []) {
+        const row = this.nodes.get(id)!;
+        if (purposes.adStorage) row.ad_storage_withdrawn_at = Math.max(row.ad_storage_withdrawn_at ?? at, at);
+        if (purposes.adUserData) row.ad_user_data_withdrawn_at = Math.max(row.ad_user_data_withdrawn_at ?? at, at);
+        this.dirty.add(id);
+      }
+    }
+  }
+
+  /** The cluster's newest withdrawals (epoch ms; -Infinity: none). */
+  private withdrawals(clusterId: string): { storage: number; userData: number } {
+    let storage = -Infinity;
+    let userData = -Infinity;
+    for (const r of this.rowsOf(clusterId)) {
+      if (r.ad_storage_withdrawn_at !== null) storage = Math.max(storage, r.ad_storage_withdrawn_at);
+      if (r.ad_user_data_withdrawn_at !== null) userData = Math.max(userData, r.ad_user_data_withdrawn_at);
+    }
+    return { storage, userData };
+  }
+
+  /** Seen by a consenting event after the cluster's last withdrawal of what its kind needs. */
+  private offered(r: NodeRow, w: { storage: number; userData: number }): boolean {
+    const since = KIND_RULES[r.kind].personal ? Math.max(w.storage, w.userData) : w.storage;
+    return r.last_seen_at > since;
+  }
+
   private rowsOf(clusterId: string): NodeRow[] {
     return [...(this.members.get(clusterId) ?? [])].map((id) => this.nodes.get(id)!);
   }
 
   identifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): GraphNode[] {
+    return this.offeredIdentifiers(clusterId, kinds, perKind).map((n) => ({ kind: n.kind, value: n.value }));
+  }
+
+  offeredIdentifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): OfferedNode[] {
+    const w = this.withdrawals(clusterId);
     const rows = this.rowsOf(clusterId)
-      .filter((r) => kinds.includes(r.kind))
+      .filter((r) => kinds.includes(r.kind) && this.offered(r, w))
       .sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b));
     const taken = new Map<string, number>();
     return rows
@@ -241,18 +301,20 @@ export class GraphSnapshot implements ClusterReader {
         taken.set(r.kind, k);
         return k <= perKind;
       })
-      .map((r) => ({ kind: r.kind, value: r.value }));
+      .map((r) => ({ kind: r.kind, value: r.value, firstSeenAt: r.first_seen_at, lastSeenAt: r.last_seen_at }));
   }
 
   newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {
+    const w = this.withdrawals(clusterId);
     return this.rowsOf(clusterId)
-      .filter((r) => r.kind === 'ttclid' && r.first_seen_at > at - windowMs && r.first_seen_at <= at)
+      .filter((r) => r.kind === 'ttclid' && r.first_seen_at > at - windowMs && r.first_seen_at <= at && this.offered(r, w))
       .sort((a, b) => b.first_seen_at - a.first_seen_at || byValue(a, b))[0]?.value;
   }
 
   newestPageData(clusterId: string): PageData | undefined {
+    const { storage } = this.withdrawals(clusterId);
     const r = this.rowsOf(clusterId)
-      .filter((n) => n.page_seen_at !== null)
+      .filter((n) => n.page_seen_at !== null && n.page_seen_at > storage)
       .sort(
         (a, b) =>
           Number(a.page_location === null) - Number(b.page_location === null) ||
@@ -284,11 +346,23 @@ export async function loadGraph(
             (extract(epoch from first_seen_at) * 1000)::float8 AS first_seen_at,
             (extract(epoch from last_seen_at) * 1000)::float8 AS last_seen_at,
             page_location, user_agent,
-            (extract(epoch from page_seen_at) * 1000)::float8 AS page_seen_at
+            (extract(epoch from page_seen_at) * 1000)::float8 AS page_seen_at,
+            (extract(epoch from ad_user_data_withdrawn_at) * 1000)::float8 AS ad_user_data_withdrawn_at,
+            (extract(epoch from ad_storage_withdrawn_at) * 1000)::float8 AS ad_storage_withdrawn_at
      FROM identity_nodes WHERE cluster_id IN (SELECT cluster_id FROM identity_nodes WHERE node_id = ANY($1::text[]))`,
     [ids],
   );
-  snapshot.load(r.rows.map((row) => ({ ...row, first_seen_at: Number(row.first_seen_at), last_seen_at: Number(row.last_seen_at), page_seen_at: row.page_seen_at === null ? null : Number(row.page_seen_at) })));
+  const num = (v: number | null): number | null => (v === null ? null : Number(v));
+  snapshot.load(
+    r.rows.map((row) => ({
+      ...row,
+      first_seen_at: Number(row.first_seen_at),
+      last_seen_at: Number(row.last_seen_at),
+      page_seen_at: num(row.page_seen_at),
+      ad_user_data_withdrawn_at: num(row.ad_user_data_withdrawn_at),
+      ad_storage_withdrawn_at: num(row.ad_storage_withdrawn_at),
+    })),
+  );
   return snapshot;
 }
 
@@ -299,14 +373,17 @@ export async function saveGraph(sql: Sql, snapshot: GraphSnapshot): Promise<void
     // One JSON parameter (cheaper than eleven array parameters on PGlite, see stream/embedded/log.ts).
     await sql.query(
       `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
-                                        page_location, user_agent, page_seen_at)
+                                        page_location, user_agent, page_seen_at, ad_user_data_withdrawn_at, ad_storage_withdrawn_at)
        SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0),
-              page_location, user_agent, to_timestamp(page_seen_at / 1000.0)
+              page_location, user_agent, to_timestamp(page_seen_at / 1000.0),
+              to_timestamp(ad_user_data_withdrawn_at / 1000.0), to_timestamp(ad_storage_withdrawn_at / 1000.0)
        FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
-            first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8)
+            first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8,
+            ad_user_data_withdrawn_at float8, ad_storage_withdrawn_at float8)
        ON CONFLICT (node_id) DO UPDATE SET
          cluster_id = EXCLUDED.cluster_id, first_seen_at = EXCLUDED.first_seen_at, last_seen_at = EXCLUDED.last_seen_at,
-         page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at`,
+         page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at,
+         ad_user_data_withdrawn_at = EXCLUDED.ad_user_data_withdrawn_at, ad_storage_withdrawn_at = EXCLUDED.ad_storage_withdrawn_at`,
       [JSON.stringify(nodes)],
     );
   }

@@ -42,6 +42,16 @@ export interface GraphInput {
   /** Distinct nodes, highest resolution priority first. */
   readonly nodes: readonly GraphNode[];
   readonly skipped: ReadonlyArray<{ readonly kind: string; readonly reason: SkipReason }>;
+  /**
+   * Consent withdrawal (docs/consent.md): the identifiers its consent kept out of the graph (not junk). They are
+   * never stored or linked; they only find the clusters that this event's withheld consent applies to.
+   */
+  readonly withheld: readonly GraphNode[];
+}
+
+/** Every identifier of the event as graph nodes, consent aside, junk left out (what an erasure filter matches). */
+export function identifierNodesOf(e: EventEnvelope): GraphNode[] {
+  return candidates(e).nodes.filter((n) => !isJunk(n.kind, n.value));
 }
 
 /** Every identifier the event carries, as graph nodes, before any rule. */
@@ -65,14 +75,21 @@ export function graphInputOf(e: EventEnvelope, consent: ConsentDecision): GraphI
   const { nodes, unsupported } = candidates(e);
   const skipped: Array<{ kind: string; reason: SkipReason }> = unsupported.map((kind) => ({ kind, reason: 'unsupported_kind' }));
   const kept = new Map<string, GraphNode>();
+  const withheld = new Map<string, GraphNode>();
   for (const n of nodes) {
     if (!consent.graph || (n.kind === 'ttclid' && !consent.clickIds)) skipped.push({ kind: n.kind, reason: 'consent_ad_storage' });
     else if (KIND_RULES[n.kind].personal && !consent.personalData) skipped.push({ kind: n.kind, reason: 'consent_ad_user_data' });
-    else if (isJunk(n.kind, n.value)) skipped.push({ kind: n.kind, reason: 'junk' });
-    else kept.set(nodeKey(n), n);
+    else if (isJunk(n.kind, n.value)) {
+      skipped.push({ kind: n.kind, reason: 'junk' });
+      continue;
+    } else {
+      kept.set(nodeKey(n), n);
+      continue;
+    }
+    if (!isJunk(n.kind, n.value)) withheld.set(nodeKey(n), n);
   }
   const ordered = [...kept.values()].sort((a, b) => kindPriority(a.kind) - kindPriority(b.kind) || (a.value < b.value ? -1 : 1));
-  return { nodes: ordered, skipped };
+  return { nodes: ordered, skipped, withheld: [...withheld.values()] };
 }
 
 /** Last seen page data of the event, kept on its nodes for server events of the same person. */

@@ -6,6 +6,7 @@ import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../s
 import type { Sql } from '../../shared/db/db.js';
 import type { AttributionKind } from '../attribution.js';
 import type { EnrichItem } from '../item.js';
+import { explain, saveExplanations, type ConversionExplanation } from '../explanation.js';
 import { conversionsBuilt, pageUrlSource } from '../metrics.js';
 import { propertiesOf } from '../properties.js';
 import { accountTimeZones, formatInTimeZone } from '../time-zone.js';
@@ -27,11 +28,17 @@ export function createBuildConversionStep(deps: { readonly timeZones: TtlCache<s
       (missing) => accountTimeZones(sql, missing),
       'UTC',
     );
-    return conversions.map((c) => build(c, zones.get(c.item.e.workspace_id) ?? 'UTC'));
+    const built = conversions.map((c) => build(c, zones.get(c.item.e.workspace_id) ?? 'UTC'));
+    await saveExplanations(sql, built);
+    return built.map((b) => b.conversion);
   };
 }
 
-function build({ item: { e, consent }, selection, reads: { click, pii, page }, eventId }: Convertible, timeZone: string): ConversionReady {
+function build(
+  { item: { e, consent }, selection, reads, eventId }: Convertible,
+  timeZone: string,
+): { conversion: ConversionReady; explanation: ConversionExplanation } {
+  const { click, pii, page } = reads;
   const { setup } = selection;
   const user: PlatformUser = {
     ...pii,
@@ -55,7 +62,7 @@ function build({ item: { e, consent }, selection, reads: { click, pii, page }, e
   const attribution: AttributionKind = click.kind ?? (pii.email || pii.phone || pii.external_id ? 'enhanced' : 'none');
   conversionsBuilt.inc({ attribution, key_mode: e.key_mode });
   pageUrlSource.inc({ source: page.source });
-  return {
+  const conversion: ConversionReady = {
     v: 1,
     workspace_id: e.workspace_id,
     key_mode: e.key_mode,
@@ -67,4 +74,5 @@ function build({ item: { e, consent }, selection, reads: { click, pii, page }, e
     test_event_code: selection.testEventCode,
     record,
   };
+  return { conversion, explanation: explain(conversion, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)) };
 }

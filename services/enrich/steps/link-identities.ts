@@ -11,27 +11,38 @@ import { loadGraph, lockGraphs, saveGraph } from '../identity/graph-repo.js';
 import type { EnrichItem } from '../item.js';
 import { clusterRefusals, identifiersSkipped } from '../metrics.js';
 import { resolvePage, type ResolvedPage } from '../page-data.js';
-import { personalIdentifiers, type PersonalIdentifiers } from '../personal-data.js';
+import { explainPersonalIdentifiers, type ExplainedPersonalIdentifiers, type PersonalIdentifiers } from '../personal-data.js';
 import type { Selection } from './select-conversion.js';
 
 /** What a conversion takes from the graph, read at its event's turn in the batch. */
 export interface ClusterReads {
   readonly click: ReturnType<typeof findClickId>;
   readonly pii: PersonalIdentifiers;
+  /** Which graph node supplied each personal field, or why none went (the conversion's explanation). */
+  readonly piiWhy: Omit<ExplainedPersonalIdentifiers, 'pii'>;
   readonly page: ResolvedPage;
+}
+
+/** A withheld purpose of the event (consent withdrawal, docs/consent.md), or null when it grants both. */
+function withdrawn(item: EnrichItem): { adStorage: boolean; adUserData: boolean } | null {
+  const adStorage = !item.consent.graph;
+  const adUserData = !item.consent.sendPersonalData;
+  return adStorage || adUserData ? { adStorage, adUserData } : null;
 }
 
 export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number }) {
   return async function linkIdentities(sql: Sql, items: readonly EnrichItem[], selections: readonly Selection[]): Promise<Array<ClusterReads | null>> {
     for (const i of items) for (const s of i.graph.skipped) identifiersSkipped.inc({ reason: s.reason });
-    const linking = items.filter((i) => i.graph.nodes.length > 0);
+    // An event that withholds consent adds nothing, but its identifiers find the clusters its withdrawal applies to.
+    const touched = (i: EnrichItem) => (withdrawn(i) ? [...i.graph.nodes, ...i.graph.withheld] : i.graph.nodes);
+    const linking = items.filter((i) => touched(i).length > 0);
     await lockGraphs(
       sql,
       linking.map((i) => i.scope),
     );
     const graph = await loadGraph(
       sql,
-      linking.flatMap((i) => i.graph.nodes.map((node) => ({ scope: i.scope, node }))),
+      linking.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node }))),
       deps,
     );
     const reads = items.map((item, k) => {
@@ -39,12 +50,16 @@ export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers:
       // Session data is kept under the same rule as the graph itself (ad_storage).
       const linked = graph.link(item.scope, item.graph.nodes, e.received_at, consent.graph ? pageDataOf(e) : null);
       if (linked.refused) clusterRefusals.inc();
+      const withdrawal = withdrawn(item);
+      if (withdrawal) graph.withdraw(item.scope, touched(item), e.received_at, withdrawal);
       const selection = selections[k]!;
       if (selection.kind !== 'convert') return null;
       const { setup } = selection;
+      const { pii, ...piiWhy } = explainPersonalIdentifiers(graph, consent, setup.pii_mode, linked.resolved);
       return {
         click: findClickId(graph, e, consent, linked.resolved, setup.click_window_days),
-        pii: personalIdentifiers(graph, consent, setup.pii_mode, linked.resolved),
+        pii,
+        piiWhy,
         page: resolvePage(graph, e, linked.resolved),
       };
     });

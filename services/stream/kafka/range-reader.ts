@@ -4,15 +4,14 @@
  * events.deduped has the time its event was appended to events.raw, just after it was received; the bounds take a
  * minute more on each side and the caller filters on the receive time.
  *
- * Reading uses a throw-away consumer group of its own, positioned at the saved cursor and deleted afterwards: the
- * live groups' offsets are never moved, and the reader's own offsets mean nothing (the caller saves the cursor with
- * what each chunk produced). read_committed, like every stage.
+ * Reading is shared/kafka/reader.ts's streamTopicRange: a throw-away consumer group of its own, positioned at the
+ * saved cursor and deleted afterwards, so the live groups' offsets never move; it fetches only as fast as the chunks
+ * are taken. The cursor a chunk reports is saved by the caller with what the chunk produced.
  */
-import { randomUUID } from 'node:crypto';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
-import { GroupConsumer, type ConsumedRecord } from '../../shared/kafka/consumer.js';
-import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
+import { decodeOrMark, streamTopicRange, type RawRecord } from '../../shared/kafka/reader.js';
+import type { AvroSerde } from '../../shared/kafka/serde.js';
 import type { TopicName } from '../../shared/topics.js';
 import type { InputRecord } from '../contract.js';
 import type { Positions, RangeChunk, RangeReader, RangeReadOptions } from '../range.js';
@@ -37,98 +36,37 @@ export class KafkaRangeReader implements RangeReader {
   }
 
   async read(topic: TopicName, cursor: Positions, end: Positions, onChunk: (chunk: RangeChunk) => Promise<void>, opts: RangeReadOptions): Promise<void> {
-    const endOf = (p: number): bigint => BigInt(end[String(p)] ?? '0');
-    const at = new Map(Object.entries(end).map(([p, e]) => [Number(p), BigInt(cursor[p] ?? e)]));
-    const pending = new Set([...at].filter(([p, c]) => c < endOf(p)).map(([p]) => p));
-    if (pending.size === 0 || opts.signal.aborted) return;
-
-    const { connection, admin } = this.deps;
-    const groupId = connection.groupId(`replay-reader-${randomUUID()}`);
-    // Every partition positioned (those already at their end too, or the group would read them from the start).
-    await admin.setGroupOffsets(groupId, topic, at);
-
-    let failed: Error | undefined;
-    let finish!: () => void;
-    const finished = new Promise<void>((resolve) => (finish = resolve));
-    const onAbort = (): void => finish();
-    opts.signal.addEventListener('abort', onAbort, { once: true });
-    // One chunk at a time, in order, whether it comes from a batch or from a position past the last data record.
-    let chain = Promise.resolve();
-    const serial = (work: () => Promise<void>): Promise<void> => {
-      chain = chain.then(async () => {
-        if (failed || opts.signal.aborted) return;
-        try {
-          await work();
-        } catch (err) {
-          failed = err as Error;
-          finish();
-        }
-      });
-      return chain;
-    };
-    const reached = (p: number, next: bigint): Promise<void> =>
-      serial(async () => {
-        if (!pending.has(p) || next < endOf(p)) return;
-        // Transaction markers (never delivered) may lie between the last record and the end: the cursor goes to the end.
-        if (at.get(p)! < endOf(p)) await onChunk({ partition: p, records: [], next: endOf(p).toString() });
-        at.set(p, endOf(p));
-        pending.delete(p);
-        consumer.pause(topic, [p]);
-        if (pending.size === 0) finish();
-      });
-
-    const consumer: GroupConsumer = new GroupConsumer(connection, {
-      groupId,
-      topics: [topic],
-      partitionsConsumedConcurrently: 1,
-      onAssigned: () => undefined,
-      onBatch: async (batch) => {
-        const p = batch.partition;
-        const inRange = batch.records.filter((r) => r.offset < endOf(p));
-        for (let i = 0; i < inRange.length; i += opts.chunkSize) {
-          const slice = inRange.slice(i, i + opts.chunkSize);
-          await serial(async () => {
-            const records = await this.decode(topic, slice, opts.workspaceId);
-            const next = slice.at(-1)!.offset + 1n;
-            await onChunk({ partition: p, records, next: next.toString() });
-            at.set(p, next);
-          });
-          if (failed || opts.signal.aborted) return;
-          await batch.heartbeat();
-        }
-        const last = batch.records.at(-1);
-        if (last) batch.resolve(last.offset);
-        if (inRange.length < batch.records.length) await reached(p, endOf(p));
-      },
-      onPosition: (_topic, p, next) => void reached(p, next),
-    });
-    try {
-      await consumer.start();
-      await finished;
-      await chain;
-    } finally {
-      opts.signal.removeEventListener('abort', onAbort);
-      await consumer.stop();
-      await admin.deleteGroups([groupId]);
-    }
-    if (failed) throw failed;
-  }
-
-  private async decode(topic: TopicName, records: readonly ConsumedRecord[], workspaceId: string | undefined): Promise<Array<InputRecord<unknown>>> {
-    const out: Array<InputRecord<unknown>> = [];
-    for (const r of records) {
-      // Keys start with the workspace id (envelopeKey): other workspaces' records are skipped undecoded.
-      if (workspaceId !== undefined && !r.key.startsWith(`${workspaceId}:`)) continue;
-      if (r.value === null) continue;
-      let value: unknown;
-      try {
-        value = await this.deps.serde.decode(topic, r.value);
-      } catch (err) {
-        if (!(err instanceof UndecodableRecordError)) throw err;
-        value = { undecodable: err.message };
+    const ends = new Map(Object.entries(end).map(([p, e]) => [Number(p), BigInt(e)]));
+    const at = new Map([...ends].map(([p, e]) => [p, BigInt(cursor[String(p)] ?? e.toString())]));
+    const buffered = new Map<number, RawRecord[]>();
+    const flush = async (p: number): Promise<void> => {
+      const raw = buffered.get(p) ?? [];
+      if (raw.length === 0) return;
+      buffered.delete(p);
+      const records: Array<InputRecord<unknown>> = [];
+      for (const r of raw) {
+        records.push({ topic, partition: p, offset: r.offset.toString(), key: r.key, value: await decodeOrMark(this.deps.serde, topic, r.value), timestamp: r.timestamp });
       }
-      out.push({ topic, partition: r.partition, offset: r.offset.toString(), key: r.key, value, timestamp: r.timestamp });
+      const next = raw.at(-1)!.offset + 1n;
+      await onChunk({ partition: p, records, next: next.toString() });
+      at.set(p, next);
+    };
+    for await (const r of streamTopicRange(this.deps.connection, this.deps.admin, topic, {
+      from: at,
+      to: ends,
+      // Keys start with the workspace id (envelopeKey): other workspaces' records are skipped undecoded.
+      ...(opts.workspaceId === undefined ? {} : { keyPrefix: `${opts.workspaceId}:` }),
+      highWaterMark: opts.chunkSize * 4,
+      signal: opts.signal,
+    })) {
+      const list = buffered.get(r.partition) ?? [];
+      list.push(r);
+      buffered.set(r.partition, list);
+      if (list.length >= opts.chunkSize) await flush(r.partition);
     }
-    return out;
+    if (opts.signal.aborted) return;
+    for (const p of [...buffered.keys()]) await flush(p);
+    // Every partition reached its end (the rest of it was other workspaces' records or transaction markers).
+    for (const [p, e] of ends) if (at.get(p)! < e) await onChunk({ partition: p, records: [], next: e.toString() });
   }
 }

@@ -1488,6 +1488,175 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/workspaces/{ws}/erasures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        identifiers: {
+                            user?: string;
+                            sha256_email?: string;
+                            sha256_phone?: string;
+                            client_id?: string;
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            status?: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/erasures/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            status?: string;
+                            requested_at?: string;
+                            finished_at?: string | null;
+                            removed?: {
+                                [key: string]: number;
+                            };
+                            subject?: {
+                                [key: string]: string;
+                            };
+                            error?: string | null;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/conversions/{event_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                    event_id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            event_id?: string;
+                            key_mode?: string;
+                            built_at?: string;
+                            expires_at?: string;
+                            delivery?: {
+                                status?: string;
+                                at?: string | null;
+                                platform_request_id?: string | null;
+                            };
+                            record?: {
+                                [key: string]: unknown;
+                            };
+                            consent?: {
+                                [key: string]: string;
+                            };
+                            pii_mode?: string;
+                            attribution?: string;
+                            limited_data_use?: boolean;
+                            fields?: {
+                                field?: string;
+                                sent?: boolean;
+                                rule?: string;
+                                value?: string;
+                                graph_node?: {
+                                    kind?: string;
+                                    first_seen_at?: string;
+                                    last_seen_at?: string;
+                                };
+                            }[];
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/workspaces/{ws}/connection": {
         parameters: {
             query?: never;
