@@ -1,8 +1,8 @@
 /**
  * The data teams' command-line tool (node dist/services/bin/datateam.js, built first) as a script uses it: against
- * the real service in this process (embedded default) for dead letters, export and decode; against a tiny fake of
- * the replay routes of the operator contract for `replay` (the replay jobs are built beside this tool). Exit codes
- * are checked everywhere: a script branches on them.
+ * the real service in this process (embedded default) for dead letters, export, decode and replay; against a tiny
+ * fake of the replay routes for the end states a real replay cannot be made to reach on cue (failed; cancelled while
+ * it is watched). Exit codes are checked everywhere: a script branches on them.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
@@ -147,7 +147,37 @@ describe('export and decode', () => {
   });
 });
 
-describe('replay (against a fake of the contract\'s replay routes)', () => {
+describe('replay (the real service)', () => {
+  it('replays purchases sent before the setup and watches the job to the end (exit 0); a second run sends nothing', async () => {
+    const { ws, key } = await svc.bareWorkspace('cli-replay');
+    const from = new Date(Date.now() - 60_000).toISOString();
+    await svc.send(key, [webEvent(), webEvent(), webEvent()]);
+    await svc.drained();
+    await svc.setUpForwarding(ws);
+    const to = new Date(Date.now() + 60_000).toISOString();
+    const first = await cli(withUrl('replay', ws, '--from', from, '--to', to, '--poll-ms', '50'));
+    expect(first.code, first.stderr).toBe(0);
+    expect(JSON.parse(first.stdout.trim().split('\n').at(-1)!)).toMatchObject({ status: 'done', progress: 1, events_read: 3, conversions_sent: 3 });
+    const dry = await cli(withUrl('replay', ws, '--from', from, '--to', to, '--dry-run', '--poll-ms', '50'));
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(JSON.parse(dry.stdout.trim().split('\n').at(-1)!)).toMatchObject({ status: 'done', dry_run: true, conversions_sent: 0, skipped_already_sent: 3 });
+  });
+
+  it('exits 3 when the service refuses (out of retention, cancelling a finished job) and 4 for an unknown replay', async () => {
+    const { ws } = await svc.bareWorkspace('cli-replay-bad');
+    const old = await cli(withUrl('replay', ws, '--from', '2020-01-01T00:00:00Z', '--to', '2020-01-02T00:00:00Z'));
+    expect(old.code).toBe(3);
+    expect(old.stderr).toContain('RAW_LOG_RETENTION_DAYS');
+    const started = await cli(withUrl('replay', ws, '--from', new Date(Date.now() - 60_000).toISOString(), '--to', new Date().toISOString(), '--no-wait'));
+    expect(started.code, started.stderr).toBe(0);
+    const { id } = JSON.parse(started.stdout);
+    expect((await cli(withUrl('replay', 'watch', ws, id, '--poll-ms', '50'))).code).toBe(0);
+    expect((await cli(withUrl('replay', 'cancel', ws, id))).code).toBe(3);
+    expect((await cli(withUrl('replay', 'watch', ws, 'rpl_nope'))).code).toBe(4);
+  });
+});
+
+describe('replay (against a fake of the contract\'s replay routes: end states a real run cannot reach on cue)', () => {
   let fake: Server;
   let fakeUrl: string;
   const seen: string[] = [];

@@ -12,7 +12,7 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { adminClient, type AdminClient } from './admin-client.js';
-import { SANDBOX_APP } from './forwarder-rig.js';
+import { eventually, SANDBOX_APP } from './forwarder-rig.js';
 import { webEvent, type WebEvent } from './factories.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
 import { expect } from 'vitest';
@@ -26,6 +26,12 @@ export interface ServiceWithSandbox {
   readonly admin: AdminClient;
   /** A workspace with a live key and SETUP, connected to the sandbox through the browser flow. */
   connectedWorkspace(name: string): Promise<{ ws: string; key: string }>;
+  /** A workspace with a live key and nothing else (events it sends are dropped: no forwarding setup). */
+  bareWorkspace(name: string): Promise<{ ws: string; key: string }>;
+  /** PUT SETUP, then connect the ad account through the browser flow. */
+  setUpForwarding(ws: string): Promise<void>;
+  /** Waits until every live stage has processed everything in its input (GET /admin/v1/pipeline). */
+  drained(): Promise<void>;
   /** POST /v1/events with the key; fails the test unless 202. */
   send(key: string, events: unknown[]): Promise<void>;
   /**
@@ -71,13 +77,19 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(events) });
     expect(r.status, await r.clone().text()).toBe(202);
   };
-  const connectedWorkspace = async (name: string): Promise<{ ws: string; key: string }> => {
+  const bareWorkspace = async (name: string): Promise<{ ws: string; key: string }> => {
     const ws = (await admin.createWorkspace(name)).id;
-    const key = (await admin.createKey(ws, 'live')).key;
+    return { ws, key: (await admin.createKey(ws, 'live')).key };
+  };
+  const setUpForwarding = async (ws: string): Promise<void> => {
     expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
     const started = await admin.call('POST', `/admin/v1/workspaces/${ws}/connection`);
     expect((await connectLikeABrowser(started.body.authorize_url)).status).toBe(200);
-    return { ws, key };
+  };
+  const connectedWorkspace = async (name: string): Promise<{ ws: string; key: string }> => {
+    const w = await bareWorkspace(name);
+    await setUpForwarding(w.ws);
+    return w;
   };
   return {
     sandbox,
@@ -85,6 +97,14 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     url,
     admin,
     connectedWorkspace,
+    bareWorkspace,
+    setUpForwarding,
+    async drained() {
+      await eventually('the pipeline drained', async () => {
+        const r = await admin.call('GET', '/admin/v1/pipeline');
+        return r.status === 200 && (r.body.consumers as Array<{ lag: number }>).every((c) => c.lag === 0);
+      });
+    },
     send,
     async exportScenario(n) {
       const a = await connectedWorkspace('export-a');
