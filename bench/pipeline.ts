@@ -145,14 +145,20 @@ export async function startGroupsAtEnd(brokers: string[], prefix: string): Promi
   }
 }
 
-export async function benchPipeline(
-  runtime: 'embedded' | 'kafka',
-  runtimeEnv: Record<string, string>,
-  log: (l: string) => void,
-  opts: { profile?: boolean } = {},
-): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
-  log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
-  const { child: sandbox, info } = await startJsonLineChild<{ url: string; apiBase: string; authUrl: string; controlUrl: string; appId: string }>(
+/** What a pipeline-level benchmark runs beside the service: the sandbox, the service's env, a fresh database on Kafka. */
+export interface BenchSetting {
+  readonly sandbox: Child;
+  readonly info: { url: string; apiBase: string; authUrl: string; controlUrl: string; appId: string };
+  readonly env: Record<string, string>;
+  readonly fresh: Awaited<ReturnType<typeof freshDatabase>> | undefined;
+}
+
+/**
+ * The platform sandbox in its own process (on the load core), and the service's variables wired to it; on Kafka a
+ * database of its own and the stages' groups (with a fresh prefix) started at the end of their topics.
+ */
+export async function startBenchSetting(runtime: 'embedded' | 'kafka', runtimeEnv: Record<string, string>, groupPrefix: string, extra: Record<string, string> = {}): Promise<BenchSetting> {
+  const { child: sandbox, info } = await startJsonLineChild<BenchSetting['info']>(
     LOAD_CPU,
     [process.execPath, '--max-old-space-size=4096', join(DIST, 'test', 'sandbox', 'main.js')],
     { SANDBOX_PORT: '0' },
@@ -166,13 +172,25 @@ export async function benchPipeline(
     PLATFORM_AUTH_URL: info.authUrl,
     PLATFORM_APP_ID: info.appId,
     PLATFORM_APP_SECRET: 'sandbox-secret',
+    ...extra,
   };
   const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
   if (fresh) {
     env.DATABASE_URL = fresh.url;
-    env.KAFKA_GROUP_PREFIX = uniqueId('bench-pl-');
+    env.KAFKA_GROUP_PREFIX = uniqueId(groupPrefix);
     await startGroupsAtEnd(runtimeEnv.KAFKA_BROKERS!.split(','), env.KAFKA_GROUP_PREFIX);
   }
+  return { sandbox, info, env, fresh };
+}
+
+export async function benchPipeline(
+  runtime: 'embedded' | 'kafka',
+  runtimeEnv: Record<string, string>,
+  log: (l: string) => void,
+  opts: { profile?: boolean } = {},
+): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
+  log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
+  const { sandbox, info, env, fresh } = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
   let service: ServiceChild | undefined;
   let profiled: string | undefined;
   try {

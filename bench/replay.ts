@@ -13,12 +13,10 @@
  * A's; ratio = B / A. The replay's own rate during B is in the notes.
  */
 import { randomBytes } from 'node:crypto';
-import { join } from 'node:path';
 import { EVENTS_PER_REQUEST } from './gateway.js';
-import { freshDatabase, uniqueId } from './lib/infra.js';
-import { BENCH_PLAN_LIMITS, DIST, LOAD_CPU, SERVER_CPU, admin, runLoad, scrapeSums, sleep, startJsonLineChild, startServiceChild, type Child, type ServiceChild } from './lib/proc.js';
+import { SERVER_CPU, admin, runLoad, scrapeSums, sleep, startServiceChild, type Child, type ServiceChild } from './lib/proc.js';
 import { round, type BenchResult } from './lib/results.js';
-import { authorize, collect, connect, latencies, okTimes, startGroupsAtEnd, summary } from './pipeline.js';
+import { authorize, collect, connect, latencies, okTimes, startBenchSetting, summary } from './pipeline.js';
 
 const PHASE_SEC = Number(process.env.BENCH_REPLAY_PHASE_SEC ?? 15);
 const REPLAY_RATE = Number(process.env.BENCH_REPLAY_RATE ?? 500);
@@ -27,28 +25,7 @@ const ARCHIVE_EVENTS = Number(process.env.BENCH_REPLAY_EVENTS ?? REPLAY_RATE * (
 export async function benchReplayImpact(runtime: 'embedded' | 'kafka', runtimeEnv: Record<string, string>, log: (l: string) => void): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
   const liveRate = Number(process.env.BENCH_REPLAY_LIVE_RATE ?? (runtime === 'kafka' ? 400 : 150));
   log(`replay-impact-${runtime} (live ${liveRate} conversions/s; replay of ${ARCHIVE_EVENTS} events at ≤ ${REPLAY_RATE}/s)`);
-  const { child: sandbox, info } = await startJsonLineChild<{ apiBase: string; authUrl: string; controlUrl: string; appId: string }>(
-    LOAD_CPU,
-    [process.execPath, '--max-old-space-size=4096', join(DIST, 'test', 'sandbox', 'main.js')],
-    { SANDBOX_PORT: '0' },
-    'platform sandbox',
-  );
-  const env: Record<string, string> = {
-    ...runtimeEnv,
-    PLAN_LIMITS: BENCH_PLAN_LIMITS,
-    CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: info.apiBase,
-    PLATFORM_AUTH_URL: info.authUrl,
-    PLATFORM_APP_ID: info.appId,
-    PLATFORM_APP_SECRET: 'sandbox-secret',
-    REPLAY_MAX_EVENTS_PER_SECOND: String(REPLAY_RATE),
-  };
-  const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
-  if (fresh) {
-    env.DATABASE_URL = fresh.url;
-    env.KAFKA_GROUP_PREFIX = uniqueId('bench-rp-');
-    await startGroupsAtEnd(runtimeEnv.KAFKA_BROKERS!.split(','), env.KAFKA_GROUP_PREFIX);
-  }
+  const { sandbox, info, env, fresh } = await startBenchSetting(runtime, runtimeEnv, 'bench-rp-', { REPLAY_MAX_EVENTS_PER_SECOND: String(REPLAY_RATE) });
   let service: ServiceChild | undefined;
   try {
     service = await startServiceChild({ env, cpu: SERVER_CPU });
