@@ -8,7 +8,7 @@ import type { FastifyInstance } from 'fastify';
 import { oauthCallbackRoutes } from '../console/oauth-callback.js';
 import { connectionProblemPages } from '../console/connection-problems.js';
 import { connectionRoutes } from '../console/routes/connection.js';
-import { consoleWebPlugin } from '../console/web/plugin.js';
+import { consoleWebPlugin, type ConsoleDeadLetters } from '../console/web/plugin.js';
 import { WorkspaceRepo } from '../console/workspace-repo.js';
 import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
@@ -58,6 +58,8 @@ export function createPlatformSide(deps: {
   readonly credentialsKey: Buffer;
   readonly logger: Logger;
   readonly roles: PlatformRoles;
+  /** The data-team redrive for the console's Activity page (bound once the runtime is open). */
+  readonly consoleDeadLetters?: () => ConsoleDeadLetters | undefined;
 }): PlatformSide {
   const { config, db, roles } = deps;
   const f = config.forwarder;
@@ -151,6 +153,7 @@ export function createPlatformSide(deps: {
               revoker,
               plans: Object.keys(config.planLimits),
               explanationRetentionMs: config.privacy.explanationRetentionMs,
+              deadLetters: deps.consoleDeadLetters,
             }),
         ]
       : [],

@@ -23,7 +23,8 @@ import { ReplayWorker } from '../replay/worker.js';
 import { ReplayRepo, viewOf } from '../replay/jobs.js';
 import { createForwarderIntake } from '../forwarder/intake.js';
 import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
-import { Redriver } from '../datateam/redrive.js';
+import { NotDeadLetters, Redriver, UnknownDeadLetters } from '../datateam/redrive.js';
+import type { ConsoleDeadLetters } from '../console/web/plugin.js';
 import { dataTeamRoutes } from '../datateam/routes.js';
 import { erasureSteps } from '../privacy/erasure-steps.js';
 import { ErasureWorker } from '../privacy/erasures.js';
@@ -46,11 +47,14 @@ const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === '
 export async function startService(config: Config, logger: Logger, opts: { inMemoryDb?: boolean } = {}): Promise<RunningService> {
   const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb });
   const credentialsKey = resolveCredentialsKey(config.credentialsKey, config.dataDir, logger);
+  // The console's redrive is the data-team redrive, which needs the runtime (opened after the platform side).
+  let consoleDeadLetters: ConsoleDeadLetters | undefined;
   const platform = createPlatformSide({
     config,
     db,
     credentialsKey,
     logger,
+    consoleDeadLetters: () => consoleDeadLetters,
     roles: {
       forwarder: runs(config.role, 'forwarder'),
       refresher: runs(config.role, 'refresher'),
@@ -67,6 +71,16 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
   });
   const deadLetters = new DeadLetterRepo(db);
   const redriver = new Redriver({ db, repo: deadLetters, log: runtime.dataTeam.redriveLog, onQueued: () => platform.sender?.wake() });
+  consoleDeadLetters = {
+    async redrive(ws, selection, actor) {
+      try {
+        return await redriver.redriveSelection(ws, selection, actor);
+      } catch (err) {
+        if (err instanceof UnknownDeadLetters || err instanceof NotDeadLetters) return { refused: err.message };
+        throw err;
+      }
+    },
+  };
   const log = runtime.log;
   // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.
   const privacyRole = runs(config.role, 'console');

@@ -43,6 +43,25 @@ export interface RedriveResult {
 /** A letter that cannot go back through its stage now: the reason it stays a dead letter (thrown by a RedriveLog too). */
 export class CannotRedrive extends Error {}
 
+/** Which letters a redrive takes: by id, or every waiting one of the workspace. */
+export type RedriveSelection = { readonly ids: readonly string[] } | { readonly all: true };
+
+/** Ids that are not dead letters of the workspace. */
+export class UnknownDeadLetters extends Error {
+  constructor(readonly ids: readonly string[]) {
+    super(`no dead letter ${ids.slice(0, 5).join(', ')}`);
+  }
+}
+
+/** Ids of letters that were already redriven. */
+export class NotDeadLetters extends Error {
+  constructor(readonly ids: readonly string[]) {
+    super(`already redriven: ${ids.slice(0, 5).join(', ')}`);
+  }
+}
+
+const REDRIVE_PAGE = 500;
+
 const STAGE_INPUTS: ReadonlySet<string> = new Set<TopicName>([Topics.eventsRaw, Topics.eventsDeduped, Topics.conversionsReady]);
 
 export class Redriver {
@@ -56,6 +75,38 @@ export class Redriver {
       readonly now?: () => number;
     },
   ) {}
+
+  /**
+   * A redrive as a person asks for it (the admin API, the console): the letters by id, or all the workspace's waiting
+   * ones page by page (letters that fail again stay dead and are not met twice); audited with the actor.
+   * Throws UnknownDeadLetters / NotDeadLetters for ids that are not the workspace's waiting letters.
+   */
+  async redriveSelection(workspaceId: string, selection: RedriveSelection, actor: string): Promise<RedriveResult> {
+    let redriven = 0;
+    const failed: Array<{ id: string; error: string }> = [];
+    if ('ids' in selection) {
+      const letters = await this.deps.repo.byIds(workspaceId, selection.ids);
+      const known = new Set(letters.map((l) => l.id));
+      const missing = selection.ids.filter((id) => !known.has(id));
+      if (missing.length > 0) throw new UnknownDeadLetters(missing);
+      const notDead = letters.filter((l) => l.status !== 'dead');
+      if (notDead.length > 0) throw new NotDeadLetters(notDead.map((l) => l.id));
+      const r = await this.redrive(workspaceId, letters);
+      redriven += r.redriven;
+      failed.push(...r.failed);
+    } else {
+      for (let afterSeq = 0; ; ) {
+        const page = await this.deps.repo.list(workspaceId, { status: 'dead', afterSeq, limit: REDRIVE_PAGE });
+        if (page.length === 0) break;
+        const r = await this.redrive(workspaceId, page);
+        redriven += r.redriven;
+        failed.push(...r.failed);
+        afterSeq = page.at(-1)!.seq;
+      }
+    }
+    await this.deps.repo.auditRedrive(workspaceId, { redriven, failed, all: !('ids' in selection) }, actor);
+    return { redriven, failed };
+  }
 
   /** Sends the letters back, one transaction each (one that fails does not hold back the others). */
   async redrive(workspaceId: string, letters: readonly StoredDeadLetter[]): Promise<RedriveResult> {

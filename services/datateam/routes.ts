@@ -10,7 +10,7 @@ import { IngestError } from '../gateway/problems.js';
 import type { Db } from '../shared/db/db.js';
 import type { AcceptedEvents } from './accepted-events.js';
 import type { DeadLetterRepo, DeadLetterStatus, StoredDeadLetter } from './dead-letter-repo.js';
-import type { Redriver } from './redrive.js';
+import { NotDeadLetters, UnknownDeadLetters, type RedriveResult, type Redriver } from './redrive.js';
 import type { TopicRecords } from './topic-records.js';
 import { Topics, type TopicName } from '../shared/topics.js';
 
@@ -23,7 +23,6 @@ export interface DataTeamDeps {
 }
 
 const DEAD_LETTER_ID = '^dl_[0-9A-Za-z]{16}$';
-const REDRIVE_PAGE = 500;
 
 const letterOut = {
   type: 'object',
@@ -170,30 +169,15 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
       const { ids, all } = request.body;
       if ((ids === undefined) === (all === undefined)) throw new IngestError('validation', 'body: give either "ids" (a list of dead letter ids) or "all": true');
       await requireWorkspace(ws);
-      let redriven = 0;
-      const failed: Array<{ id: string; error: string }> = [];
-      if (ids) {
-        const letters = await deps.deadLetters.byIds(ws, ids);
-        const known = new Set(letters.map((l) => l.id));
-        const missing = ids.filter((id) => !known.has(id));
-        if (missing.length > 0) throw new IngestError('notFound', `workspace ${ws} has no dead letter ${missing.slice(0, 5).join(', ')}`);
-        const notDead = letters.filter((l) => l.status !== 'dead');
-        if (notDead.length > 0) throw new IngestError('conflict', `already redriven: ${notDead.slice(0, 5).map((l) => l.id).join(', ')}`);
-        const r = await deps.redriver.redrive(ws, letters);
-        redriven += r.redriven;
-        failed.push(...r.failed);
-      } else {
-        // Page by position: letters that fail again stay dead and are not met twice.
-        for (let afterSeq = 0; ; ) {
-          const page = await deps.deadLetters.list(ws, { status: 'dead', afterSeq, limit: REDRIVE_PAGE });
-          if (page.length === 0) break;
-          const r = await deps.redriver.redrive(ws, page);
-          redriven += r.redriven;
-          failed.push(...r.failed);
-          afterSeq = page.at(-1)!.seq;
-        }
+      let result: RedriveResult;
+      try {
+        result = await deps.redriver.redriveSelection(ws, ids ? { ids } : { all: true }, 'admin');
+      } catch (err) {
+        if (err instanceof UnknownDeadLetters) throw new IngestError('notFound', `workspace ${ws} has ${err.message}`);
+        if (err instanceof NotDeadLetters) throw new IngestError('conflict', err.message);
+        throw err;
       }
-      await deps.deadLetters.auditRedrive(ws, { redriven, failed, all: all === true });
+      const { redriven, failed } = result;
       request.log.info({ workspace: ws, redriven, failed: failed.length }, 'dead letters redriven');
       return reply.code(202).send({ redriven, failed });
     },

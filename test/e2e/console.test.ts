@@ -192,7 +192,8 @@ describe('the console in Chromium', () => {
     const today = new Date().toISOString().slice(0, 10);
     const row = page.getByRole('row', { name: new RegExp(today) }).first();
     expect((await row.locator('td').nth(1).textContent())?.trim()).toBe('1');
-    expect(await page.getByText('redriving them from the console comes with the replay operations').count()).toBe(1);
+    expect(await page.getByRole('heading', { name: 'Dead letters' }).count()).toBe(1);
+    expect(await page.getByText('No dead letters.').count()).toBe(1);
     await accessible('activity');
   });
 

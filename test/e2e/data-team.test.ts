@@ -12,6 +12,7 @@ import type { AdminClient } from '../helpers/admin-client.js';
 import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
+import { newBrowser } from '../helpers/browser.js';
 
 const ADMIN = 'data-team-e2e-admin-token';
 let sandbox: RunningSandbox;
@@ -126,6 +127,47 @@ describe('dead letters', () => {
     const again = await eventually('back with attempts 2', async () => (await deadLetters(ws)).find((l) => l.attempts === 2));
     expect(again).toMatchObject({ id: letter.id, stage: 'dedupe', status: 'dead' });
     expect(await deadLetters(ws)).toHaveLength(1);
+  });
+
+  it('the console\'s Activity page lists the waiting letters and an owner redrives them (a member may not)', async () => {
+    const ws = (await admin.createWorkspace('dl-console')).id;
+    await service.log!.append(Topics.eventsRaw, [{ key: `${ws}:broken-c`, value: { v: 1, workspace_id: ws, name: 'purchase' } }], Date.now() + 10_000);
+    const letter = await eventually('stage dead letter', async () => (await deadLetters(ws))[0]);
+    for (const [email, role] of [['owner@dl.example', 'owner'], ['member@dl.example', 'member']] as const) {
+      expect((await admin.call('POST', `/admin/v1/workspaces/${ws}/members`, { email, password: 'correct horse battery', role })).status).toBe(201);
+    }
+    const csrfOf = (html: string): string => /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
+    const signIn = async (email: string) => {
+      const browser = newBrowser();
+      const page = await (await browser.open(`${url}/console`)).text();
+      const home = await browser.submit(`${url}/console/sign-in`, { email, password: 'correct horse battery', _csrf: csrfOf(page) });
+      expect(home.status).toBe(200);
+      return browser;
+    };
+
+    const member = await signIn('member@dl.example');
+    const seen = await (await member.open(`${url}/console/w/${ws}/activity`)).text();
+    expect(seen).toContain('invalid_envelope');
+    expect(seen).toContain('Only owners of this workspace send dead letters again.');
+    expect(seen).not.toContain(`value="${letter.id}"`);
+    const refused = await member.submit(`${url}/console/w/${ws}/activity/dead-letters/redrive`, { _csrf: csrfOf(seen), id: letter.id });
+    expect(refused.status).toBe(403);
+
+    const owner = await signIn('owner@dl.example');
+    const page = await (await owner.open(`${url}/console/w/${ws}/activity`)).text();
+    expect(page).toContain(`value="${letter.id}"`);
+    const after = await owner.submit(`${url}/console/w/${ws}/activity/dead-letters/redrive`, { _csrf: csrfOf(page), id: letter.id });
+    expect(after.status).toBe(200);
+    expect(await after.text()).toContain('1 dead letter sent again.');
+    // It fails in its stage again: back on the page with 2 attempts; the audit log names the owner.
+    await eventually('back with attempts 2', async () => (await deadLetters(ws)).find((l) => l.id === letter.id && l.attempts === 2));
+    const audit = await service.db.query<{ actor: string }>(`SELECT actor FROM audit_log WHERE workspace_id = $1 AND action = 'dead_letters.redriven'`, [ws]);
+    expect(audit.rows.map((r) => r.actor).join()).toContain('owner@dl.example');
+    // Nothing ticked: a hint, nothing sent.
+    const empty = await owner.submit(`${url}/console/w/${ws}/activity/dead-letters/redrive`, { _csrf: csrfOf(await (await owner.open(`${url}/console/w/${ws}/activity`)).text()) });
+    expect(await empty.text()).toContain('Tick the dead letters to send again');
+    // Without the form's token: refused.
+    expect((await owner.submit(`${url}/console/w/${ws}/activity/dead-letters/redrive`, { id: letter.id })).status).toBe(403);
   });
 
   it('discarding a dead letter deletes it and leaves an audit entry', async () => {

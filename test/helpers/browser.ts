@@ -5,6 +5,8 @@
 export interface Browser {
   /** Opens a URL and follows redirects; the last answer. */
   open(url: string, maxRedirects?: number): Promise<Response & { finalUrl: string }>;
+  /** Submits a form (urlencoded POST, a field given several values repeats) and follows the redirect with GETs. */
+  submit(url: string, fields: Readonly<Record<string, string | readonly string[]>>): Promise<Response & { finalUrl: string }>;
   /** The cookies held for a host (name → value). */
   cookies(host: string): ReadonlyMap<string, string>;
 }
@@ -18,12 +20,27 @@ export function newBrowser(): Browser {
   };
   return {
     cookies: (host) => hostJar(host),
-    async open(start, maxRedirects = 10) {
+    open: (start, maxRedirects = 10) => go(start, maxRedirects),
+    submit(url, fields) {
+      const body = new URLSearchParams();
+      for (const [k, v] of Object.entries(fields)) for (const one of typeof v === 'string' ? [v] : v) body.append(k, one);
+      return go(url, 10, { method: 'POST', body: body.toString(), contentType: 'application/x-www-form-urlencoded' });
+    },
+  };
+
+  async function go(start: string, maxRedirects: number, first?: { method: string; body: string; contentType: string }): Promise<Response & { finalUrl: string }> {
+    {
       let url = start;
       for (let i = 0; ; i++) {
         const u = new URL(url);
         const cookie = [...hostJar(u.host)].map(([k, v]) => `${k}=${v}`).join('; ');
-        const res = await fetch(url, { redirect: 'manual', headers: cookie ? { cookie } : {} });
+        const post = i === 0 ? first : undefined;
+        const res = await fetch(url, {
+          redirect: 'manual',
+          method: post?.method ?? 'GET',
+          headers: { ...(cookie ? { cookie } : {}), ...(post ? { 'content-type': post.contentType } : {}) },
+          ...(post ? { body: post.body } : {}),
+        });
         for (const set of res.headers.getSetCookie()) {
           const [pair, ...attrs] = set.split(';');
           const eq = pair!.indexOf('=');
@@ -41,6 +58,6 @@ export function newBrowser(): Browser {
         }
         return Object.assign(res, { finalUrl: url });
       }
-    },
-  };
+    }
+  }
 }

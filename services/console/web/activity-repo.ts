@@ -1,7 +1,6 @@
 /** What the console's Activity page reads: activity_counts per day, dead letters, test events, the audit log. */
 import type { Db } from '../../shared/db/db.js';
 import { toNumber } from '../../shared/db/db.js';
-import { Topics } from '../../shared/topics.js';
 
 export interface DailyTotals {
   readonly day: string;
@@ -16,7 +15,8 @@ export interface Activity {
   /** Per day and key, for failed (platform code) and dropped (reason). */
   readonly failed: Array<{ day: string; key: string; n: number }>;
   readonly dropped: Array<{ day: string; key: string; n: number }>;
-  readonly deadLetters: Array<{ failedAt: string; stage: string; reason: string; eventId: string | null; error: string }>;
+  /** The letters waiting (status dead), newest first. */
+  readonly deadLetters: Array<{ id: string; failedAt: string; stage: string; reason: string; eventId: string | null; error: string; attempts: number }>;
   readonly testEvents: Array<{ sentAt: string; eventId: string; platformEvent: string | null; testEventCode: string }>;
   readonly audit: Array<{ at: string; actor: string; action: string }>;
 }
@@ -47,19 +47,20 @@ export class ActivityRepo {
       if (r.kind === 'dropped') dropped.push({ day: r.day, key: r.key, n });
     }
 
-    // Dead letters of every stage are keyed `workspace:…` on the log (the forwarder's and the stages').
-    const letters = await this.db.query<{ value: Record<string, unknown>; appended_at: unknown }>(
-      `SELECT value, appended_at FROM log_records
-       WHERE topic = ANY($1::text[]) AND left(key, length($2) + 1) = $2 || ':'
-       ORDER BY appended_at DESC LIMIT ${LIST_LIMIT}`,
-      [[Topics.conversionsDlq, Topics.eventsDlq], workspaceId],
+    // The workspace's dead letters waiting for someone (table dead_letters, both runtimes; docs/operations.md).
+    const letters = await this.db.query<{ id: string; stage: string; reason: string; error: string | null; event_id: string | null; attempts: unknown; last_failed_at: unknown }>(
+      `SELECT id, stage, reason, error, event_id, attempts, last_failed_at FROM dead_letters
+       WHERE workspace_id = $1 AND status = 'dead' ORDER BY last_failed_at DESC, seq DESC LIMIT ${LIST_LIMIT}`,
+      [workspaceId],
     );
-    const deadLetters = letters.rows.map(({ value: v, appended_at }) => ({
-      failedAt: new Date(typeof v.failed_at === 'number' ? v.failed_at : (appended_at as string)).toISOString(),
-      stage: String(v.stage ?? 'unknown'),
-      reason: String(v.reason ?? ''),
-      eventId: typeof v.event_id === 'string' ? v.event_id : null,
-      error: String(v.platform_code !== undefined && v.platform_code !== null ? `${v.platform_code as number} ${String(v.platform_message ?? '')}` : (v.error ?? '')),
+    const deadLetters = letters.rows.map((l) => ({
+      id: l.id,
+      failedAt: new Date(l.last_failed_at as string).toISOString(),
+      stage: l.stage,
+      reason: l.reason,
+      eventId: l.event_id,
+      error: l.error ?? '',
+      attempts: toNumber(l.attempts),
     }));
 
     const tests = await this.db.query<{ event_id: string; sent_at: unknown; platform_event: string | null; test_event_code: string }>(

@@ -50,6 +50,17 @@ export interface ConsoleWebDeps {
   readonly signInAttemptsPerMinute?: number;
   /** How long a conversion's "why this field" record is shown (CONVERSION_EXPLANATION_RETENTION_DAYS). */
   readonly explanationRetentionMs?: number;
+  /** The data-team redrive (services/datateam), bound once the runtime is open; undefined: the page is read-only. */
+  readonly deadLetters?: () => ConsoleDeadLetters | undefined;
+}
+
+/** What the Activity page's "Redrive" asks of the service: the admin API's redrive, by id or all, audited as the user. */
+export interface ConsoleDeadLetters {
+  redrive(
+    workspaceId: string,
+    selection: { readonly ids: readonly string[] } | { readonly all: true },
+    actor: string,
+  ): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> } | { refused: string }>;
 }
 
 export const SESSION_MAX_AGE_MS = 8 * 3600_000;

@@ -236,8 +236,35 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
       whyId,
       why,
       whyRetentionDays: Math.round((deps.explanationRetentionMs ?? 30 * 24 * 3600_000) / 86_400_000),
+      canRedrive: deps.deadLetters?.() !== undefined,
     });
   });
+
+  // Dead letters back through their stage under today's setup: the admin API's redrive, audited as this user.
+  app.post<WsParams & { Body: { id?: string | string[]; all?: string } }>('/w/:ws/activity/dead-letters/redrive', async (request, reply) => {
+    const a = await access(request, reply, { owner: true });
+    if (!a) return reply;
+    const letters = deps.deadLetters?.();
+    if (!letters) throw new ConsoleHttpError(503, 'Redriving is not available in this process; use the admin API.');
+    const ids = idsOf(request.body?.id);
+    const all = one(request.body?.all) === '1';
+    if (!all && ids.length === 0) {
+      request.session.flash = 'Tick the dead letters to send again, or use "Redrive all".';
+      return reply.redirect(`/console/w/${a.ws.workspaceId}/activity`, 303);
+    }
+    const r = await letters.redrive(a.ws.workspaceId, all ? { all: true } : { ids }, actorOf(a.user));
+    request.session.flash =
+      'refused' in r
+        ? `Nothing was sent again: ${r.refused}.`
+        : `${r.redriven} dead letter${r.redriven === 1 ? '' : 's'} sent again.` +
+          (r.failed.length > 0 ? ` ${r.failed.length} could not go back and stay listed: ${r.failed.slice(0, 3).map((f) => f.error).join('; ')}.` : '');
+    return reply.redirect(`/console/w/${a.ws.workspaceId}/activity`, 303);
+  });
+}
+
+/** The dead letter ids a form sent (one checkbox or several), each a plausible id. */
+function idsOf(v: string | string[] | undefined): string[] {
+  return (Array.isArray(v) ? v : v === undefined ? [] : [v]).map((id) => id.trim()).filter((id) => /^[A-Za-z0-9_-]{1,64}$/.test(id));
 }
 
 const one = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? '')).trim();
