@@ -61,6 +61,9 @@ export interface PipelineRuntime {
   close(): Promise<void>;
 }
 
+/** Counting a live stage's backlog stops here: more than the replay's threshold (replay/worker.ts) is enough to know. */
+const LIVE_BACKLOG_COUNT_CAP = 10_000;
+
 /** The live stages a replay yields to: it feeds the same enrich logic and the same outbox. */
 const LIVE_STAGES = [
   { group: ENRICH_STAGE, topic: Topics.eventsDeduped },
@@ -96,12 +99,14 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
     runners,
     rangeReader: new EmbeddedRangeReader(db),
     async liveBacklog() {
+      // Counted rows, capped: the embedded log's offsets are one sequence shared by every topic, so an offset
+      // difference is not a count of the topic's records. The replay only needs to know "above its threshold".
       const r = await db.query<{ lag: unknown }>(
-        `SELECT COALESCE(sum(GREATEST(0, COALESCE((SELECT max(l."offset") FROM log_records l WHERE l.topic = t.topic), 0)
-                                         - COALESCE(c."offset", 0))), 0) AS lag
-         FROM unnest($1::text[], $2::text[]) AS t(group_id, topic)
-         LEFT JOIN consumer_offsets c ON c.group_id = t.group_id AND c.topic = t.topic`,
-        [LIVE_STAGES.map((s) => s.group), LIVE_STAGES.map((s) => s.topic)],
+        `SELECT COALESCE(sum(n), 0) AS lag FROM unnest($1::text[], $2::text[]) AS t(group_id, topic)
+         LEFT JOIN consumer_offsets c ON c.group_id = t.group_id AND c.topic = t.topic
+         CROSS JOIN LATERAL (SELECT count(*) AS n FROM (SELECT 1 FROM log_records l
+                             WHERE l.topic = t.topic AND l."offset" > COALESCE(c."offset", 0) LIMIT $3) AS behind) AS counted`,
+        [LIVE_STAGES.map((s) => s.group), LIVE_STAGES.map((s) => s.topic), LIVE_BACKLOG_COUNT_CAP],
       );
       return toNumber(r.rows[0]?.lag ?? 0);
     },
@@ -169,20 +174,14 @@ async function openKafkaRuntime(
     },
   };
 
-  // The live backlog from the broker's group offsets, at most every 2 s.
+  // The live backlog: the live stages' lag from the broker (the pipeline status's reader), at most every 2 s.
+  const livePositions = kafkaPositions(admin, LIVE_STAGES.map((s) => ({ group: connection.groupId(s.group), topic: s.topic })));
   let backlog = { at: 0, value: 0 };
   const liveBacklog = async (): Promise<number> => {
     if (Date.now() - backlog.at < 2_000) return backlog.value;
-    let total = 0;
-    for (const stage of LIVE_STAGES) {
-      const [ends, committed] = await Promise.all([admin.endOffsets(stage.topic), admin.committedOffsets(connection.groupId(stage.group), stage.topic)]);
-      for (const [p, end] of ends) {
-        const at = committed.get(p) ?? end.low;
-        if (end.high > at) total += Number(end.high - at);
-      }
-    }
-    backlog = { at: Date.now(), value: total };
-    return total;
+    const { consumers } = await livePositions();
+    backlog = { at: Date.now(), value: consumers.reduce((n, c) => n + c.lag, 0) };
+    return backlog.value;
   };
 
   return {
