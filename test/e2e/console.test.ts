@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { eventually, receivedBySandbox, SANDBOX_APP, sandboxControl } from '../helpers/forwarder-rig.js';
+import { eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { startService, type RunningService } from '../../services/compose/service.js';
 import { loadConfig } from '../../services/shared/config.js';
@@ -44,10 +44,7 @@ beforeAll(async () => {
     ADMIN_TOKEN: ADMIN,
     PUBLIC_BASE_URL: url,
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     FORWARDER_LINGER_MS: '30',
     LOG_LEVEL: 'silent',
   });

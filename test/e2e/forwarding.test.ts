@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { createPlatformSide, type PlatformSide } from '../../services/compose/platform.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
-import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { conversion, eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { startService, type RunningService } from '../../services/compose/service.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
@@ -42,10 +42,7 @@ beforeAll(async () => {
     ADMIN_TOKEN: ADMIN,
     PUBLIC_BASE_URL: url,
     CREDENTIALS_KEY: credentialsKey.toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     FORWARDER_LINGER_MS: '30',
     FORWARDER_RETRY_BASE_MS: '30',
     FORWARDER_RETRY_MAX_MS: '300',

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { eventually, receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { eventually, receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { adminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
@@ -32,10 +32,7 @@ afterAll(async () => {
 function env(key: string): Record<string, string> {
   return {
     CREDENTIALS_KEY: key,
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     FORWARDER_LINGER_MS: '20',
     REFRESH_INTERVAL_MS: '100',
   };

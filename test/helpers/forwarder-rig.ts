@@ -19,6 +19,14 @@ import { createPlatformSide, type PlatformSide } from '../../services/compose/pl
 
 export const SANDBOX_APP = { id: 'sandbox-app', secret: 'sandbox-secret' } as const;
 
+/** The service's platform variables pointing at a running sandbox, with the sandbox's app. */
+export const sandboxPlatformEnv = (sandbox: Pick<RunningSandbox, 'apiBase' | 'authUrl'>): Record<string, string> => ({
+  PLATFORM_API_BASE: sandbox.apiBase,
+  PLATFORM_AUTH_URL: sandbox.authUrl,
+  PLATFORM_APP_ID: SANDBOX_APP.id,
+  PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+});
+
 type RecordOverrides = Partial<Omit<PlatformEventRecord, 'event_id'>>;
 
 /** A valid conversions.ready record for a workspace; every call gets a fresh event_id unless given one. */
@@ -113,10 +121,7 @@ export async function startRig(
   const db = await openDatabase({ inMemory: true });
   const log = new EmbeddedLog(db);
   const config = loadConfig({
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     PUBLIC_BASE_URL: 'http://127.0.0.1:9',
     FORWARDER_LINGER_MS: '10',
     FORWARDER_RETRY_BASE_MS: '20',

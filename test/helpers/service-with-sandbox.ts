@@ -12,7 +12,7 @@ import { silentLogger } from '../../services/shared/logger.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { adminClient, type AdminClient } from './admin-client.js';
-import { eventually, SANDBOX_APP } from './forwarder-rig.js';
+import { eventually, sandboxPlatformEnv } from './forwarder-rig.js';
 import { webEvent, type WebEvent } from './factories.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
 import { expect } from 'vitest';
@@ -59,10 +59,7 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     ADMIN_TOKEN: adminToken,
     PUBLIC_BASE_URL: url,
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     FORWARDER_LINGER_MS: '20',
     FORWARDER_RETRY_BASE_MS: '30',
     FORWARDER_RETRY_MAX_MS: '300',

@@ -5,7 +5,7 @@
  * a duplicate; rejected events (a bad request of three, one without a key). Returns when Prometheus has seen it all.
  */
 import { randomBytes } from 'node:crypto';
-import { eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from './forwarder-rig.js';
+import { eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from './forwarder-rig.js';
 import type { RunningSandbox } from '../sandbox/server.js';
 import { newBrowser } from './browser.js';
 import { adminClient } from './admin-client.js';
@@ -20,10 +20,7 @@ export function sandboxServiceEnv(sandbox: RunningSandbox, port: number): Record
     PORT: String(port),
     PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     FORWARDER_LINGER_MS: '30',
     FORWARDER_RETRY_BASE_MS: '30',
     FORWARDER_RETRY_MAX_MS: '300',

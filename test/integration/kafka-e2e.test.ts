@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import type { ConversionReady } from '../../services/shared/conversion.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
@@ -38,10 +38,7 @@ beforeAll(async () => {
     { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
   ]);
   extra = {
-    PLATFORM_API_BASE: sandbox.apiBase,
-    PLATFORM_AUTH_URL: sandbox.authUrl,
-    PLATFORM_APP_ID: SANDBOX_APP.id,
-    PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+    ...sandboxPlatformEnv(sandbox),
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),
     FORWARDER_LINGER_MS: '50',
     FORWARDER_RETRY_BASE_MS: '50',

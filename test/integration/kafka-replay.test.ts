@@ -11,7 +11,7 @@ import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
 import { webEvent } from '../helpers/factories.js';
-import { receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN } from '../helpers/service-process.js';
 import { SETUP } from '../helpers/workspaces.js';
@@ -47,10 +47,7 @@ describe('replay on Kafka', () => {
       databaseUrl: database.url,
       groupPrefix: prefix,
       extra: {
-        PLATFORM_API_BASE: sandbox.apiBase,
-        PLATFORM_AUTH_URL: sandbox.authUrl,
-        PLATFORM_APP_ID: SANDBOX_APP.id,
-        PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+        ...sandboxPlatformEnv(sandbox),
         CREDENTIALS_KEY: randomBytes(32).toString('base64'),
         FORWARDER_LINGER_MS: '50',
       },

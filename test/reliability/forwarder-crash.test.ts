@@ -6,7 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { conversion, eventually, receivedBySandbox, sandboxControl, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { conversion, eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { conversionKey } from '../../services/shared/conversion.js';
 import { openPglite } from '../../services/shared/db/pglite.js';
@@ -36,10 +36,7 @@ async function start(dataDir?: string): Promise<ServiceProcess> {
     dataDir,
     env: {
       CREDENTIALS_KEY: Buffer.alloc(32, 7).toString('base64'),
-      PLATFORM_API_BASE: sandbox.apiBase,
-      PLATFORM_AUTH_URL: sandbox.authUrl,
-      PLATFORM_APP_ID: SANDBOX_APP.id,
-      PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+      ...sandboxPlatformEnv(sandbox),
       FORWARDER_BATCH_SIZE: String(BATCH),
       FORWARDER_LINGER_MS: '20',
       FORWARDER_REQUEST_TIMEOUT_MS: '1000',

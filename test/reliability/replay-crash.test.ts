@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
 import { webEvent } from '../helpers/factories.js';
-import { eventually, receivedBySandbox, SANDBOX_APP } from '../helpers/forwarder-rig.js';
+import { eventually, receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { REPO_ROOT, TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
 import { SETUP } from '../helpers/workspaces.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
@@ -35,10 +35,7 @@ async function start(dataDir?: string): Promise<ServiceProcess> {
     dataDir,
     env: {
       CREDENTIALS_KEY: Buffer.alloc(32, 9).toString('base64'),
-      PLATFORM_API_BASE: sandbox.apiBase,
-      PLATFORM_AUTH_URL: sandbox.authUrl,
-      PLATFORM_APP_ID: SANDBOX_APP.id,
-      PLATFORM_APP_SECRET: SANDBOX_APP.secret,
+      ...sandboxPlatformEnv(sandbox),
       FORWARDER_BATCH_SIZE: String(SENDER_BATCH),
       FORWARDER_LINGER_MS: '20',
       // 25 events/s: chunks of 5, one every 200 ms; the whole replay takes about 4 s.
