@@ -151,6 +151,8 @@ export interface BenchSetting {
   readonly info: { url: string; apiBase: string; authUrl: string; controlUrl: string; appId: string };
   readonly env: Record<string, string>;
   readonly fresh: Awaited<ReturnType<typeof freshDatabase>> | undefined;
+  /** Stops the sandbox and drops the fresh database. */
+  close(): Promise<void>;
 }
 
 /**
@@ -180,7 +182,16 @@ export async function startBenchSetting(runtime: 'embedded' | 'kafka', runtimeEn
     env.KAFKA_GROUP_PREFIX = uniqueId(groupPrefix);
     await startGroupsAtEnd(runtimeEnv.KAFKA_BROKERS!.split(','), env.KAFKA_GROUP_PREFIX);
   }
-  return { sandbox, info, env, fresh };
+  return {
+    sandbox,
+    info,
+    env,
+    fresh,
+    async close() {
+      await sandbox.stop();
+      await fresh?.drop();
+    },
+  };
 }
 
 export async function benchPipeline(
@@ -190,7 +201,8 @@ export async function benchPipeline(
   opts: { profile?: boolean } = {},
 ): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
   log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
-  const { sandbox, info, env, fresh } = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
+  const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
+  const { info, env } = setting;
   let service: ServiceChild | undefined;
   let profiled: string | undefined;
   try {
@@ -272,8 +284,7 @@ export async function benchPipeline(
     throw err;
   } finally {
     await service?.stop();
-    await (sandbox as Child).stop();
-    await fresh?.drop();
+    await setting.close();
     if (profiled) {
       const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service (SERVICE_ROLE=all) during the whole pipeline run`);
       writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), markdown);

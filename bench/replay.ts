@@ -14,7 +14,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { EVENTS_PER_REQUEST } from './gateway.js';
-import { SERVER_CPU, admin, runLoad, scrapeSums, sleep, startServiceChild, type Child, type ServiceChild } from './lib/proc.js';
+import { SERVER_CPU, admin, runLoad, scrapeSums, sleep, startServiceChild, type ServiceChild } from './lib/proc.js';
 import { round, type BenchResult } from './lib/results.js';
 import { authorize, collect, connect, latencies, okTimes, startBenchSetting, summary } from './pipeline.js';
 
@@ -25,7 +25,8 @@ const ARCHIVE_EVENTS = Number(process.env.BENCH_REPLAY_EVENTS ?? REPLAY_RATE * (
 export async function benchReplayImpact(runtime: 'embedded' | 'kafka', runtimeEnv: Record<string, string>, log: (l: string) => void): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
   const liveRate = Number(process.env.BENCH_REPLAY_LIVE_RATE ?? (runtime === 'kafka' ? 400 : 150));
   log(`replay-impact-${runtime} (live ${liveRate} conversions/s; replay of ${ARCHIVE_EVENTS} events at ≤ ${REPLAY_RATE}/s)`);
-  const { sandbox, info, env, fresh } = await startBenchSetting(runtime, runtimeEnv, 'bench-rp-', { REPLAY_MAX_EVENTS_PER_SECOND: String(REPLAY_RATE) });
+  const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-rp-', { REPLAY_MAX_EVENTS_PER_SECOND: String(REPLAY_RATE) });
+  const { info, env } = setting;
   let service: ServiceChild | undefined;
   try {
     service = await startServiceChild({ env, cpu: SERVER_CPU });
@@ -122,7 +123,6 @@ export async function benchReplayImpact(runtime: 'embedded' | 'kafka', runtimeEn
     throw err;
   } finally {
     await service?.stop();
-    await (sandbox as Child).stop();
-    await fresh?.drop();
+    await setting.close();
   }
 }
