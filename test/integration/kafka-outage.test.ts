@@ -111,7 +111,10 @@ describe('the broker down for 20 s', () => {
     // Everything accepted is on events.raw and passed dedupe exactly once.
     const accepted = new Set(attempts.filter((a) => a.status === 202).map((a) => a.key));
     const written = await kit.ends(Topics.eventsRaw);
-    await waitFor('dedupe drained events.raw', () => kit.drained(`${prefix}dedupe`, Topics.eventsRaw, written), 60_000, 250);
+    await waitFor('dedupe drained events.raw', () => kit.drained(`${prefix}dedupe`, Topics.eventsRaw, written), 60_000, 250).catch((err: unknown) => {
+      // What the service logged since the broker came back: why a stage did not catch up.
+      throw new Error(`${(err as Error).message}\nservice output (tail):\n${svc.output().slice(-6000)}`);
+    });
     const raw = (await kit.read<EventEnvelope>(Topics.eventsRaw, fromRaw)).filter((r) => r.value.workspace_id === ws);
     const rawKeys = new Set(raw.map((r) => r.value.idempotency_key!));
     expect([...accepted].filter((k) => !rawKeys.has(k))).toEqual([]);
