@@ -8,7 +8,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/processor.js';
 import type { EventEnvelope } from '../../services/shared/envelope.js';
-import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
+import { IdempotentProducer, ProducerFencedError, TransactionalProducer } from '../../services/shared/kafka/producer.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';
 import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
@@ -82,12 +82,13 @@ describe('exactly once on Kafka', () => {
     await waitFor('both consumers own partitions', async () => a.status().ready.length > 0 && b.status().ready.length > 0, 60_000);
     // First wave: 800 keys and duplicates of some of them.
     await produce(envelopes(ws, [...unique.slice(0, 500), ...repeats.slice(0, 100), ...unique.slice(500, 800), ...repeats.slice(100, 200)]));
-    await waitFor('A is processing', async () => a.status().records >= 100, 60_000, 20);
+    // (Processing, and owning partitions at that moment: a rebalance in between leaves `ready` empty for a while.)
+    await waitFor('A is processing', async () => a.status().records >= 100 && a.status().ready.length > 0, 60_000, 20);
     const aPartitions = a.status().ready;
     await a.kill();
     // A died with work left: some of its partitions are not fully committed.
     const [ends, committed] = await Promise.all([kit.admin.endOffsets(Topics.eventsRaw), kit.admin.committedOffsets(groupId, Topics.eventsRaw)]);
-    expect(aPartitions.some((p) => (committed.get(p) ?? -1n) < ends.get(p)!.high)).toBe(true);
+    expect(aPartitions.some((p) => (committed.get(p) ?? -1n) < ends.get(p)!.high), `A (${JSON.stringify(a.status())}) left no work:\n${a.output().slice(-2000)}`).toBe(true);
     // A consumer added while A's partitions are still held by its dead session: a rebalance in mid-stream.
     const c = spawnStage(env, prefix, slow);
     await waitFor('C owns partitions', async () => c.status().ready.length > 0, 60_000);
@@ -136,6 +137,58 @@ describe('exactly once on Kafka', () => {
     expect(new Set(state.map((r) => r.key))).toEqual(new Set([...first, ...later].map((k) => `${ws}:${k}`)));
     for (const r of state) expect(r.value).toMatchObject({ v: 1, live: { first_seen: expect.any(Number) } });
     expect(await b.stop()).toBe(0);
+  });
+});
+
+describe('zombie fencing (the transactional producer of one input partition)', () => {
+  it('a newer producer with the same transactional.id aborts the zombie\'s open transaction; the zombie cannot commit', async () => {
+    const ws = uniqueId('ws_zombie');
+    const tid = `${kit.groupPrefix}${uniqueId('tid')}`;
+    const groupId = `${kit.groupPrefix}${uniqueId('g')}`;
+    const from = await kit.ends(Topics.eventsDeduped);
+    const records = (keys: readonly string[]) => [
+      { topic: Topics.eventsDeduped, records: envelopes(ws, keys).map((e) => ({ ...keyed(e), value: kit.serde.encode(Topics.eventsDeduped, e) })) },
+    ];
+
+    const zombie = new TransactionalProducer(kit.connection, tid);
+    await zombie.init();
+    await zombie.run(async (tx) => {
+      await tx.send(records(['before-1', 'before-2']));
+      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 5n);
+    });
+
+    // The zombie is in the middle of its next transaction (records written, not committed) when a newer producer
+    // with its id starts: InitProducerId bumps the epoch and aborts the open transaction.
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let sent!: () => void;
+    const written = new Promise<void>((r) => (sent = r));
+    const zombieRun = zombie.run(async (tx) => {
+      await tx.send(records(['zombie-1', 'zombie-2']));
+      sent();
+      await gate;
+      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 9n);
+    });
+    const outcome = zombieRun.then(() => 'committed', (err: unknown) => err);
+    await written;
+    const successor = new TransactionalProducer(kit.connection, tid);
+    await successor.init();
+    release();
+    expect(await outcome).toBeInstanceOf(ProducerFencedError);
+
+    await successor.run(async (tx) => {
+      await tx.send(records(['after-1']));
+      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 7n);
+    });
+    await zombie.close();
+    await successor.close();
+
+    // read_committed (as the next stage reads): the zombie's open transaction never shows; the offsets are the
+    // successor's, not the zombie's.
+    const seen = (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key);
+    expect(seen.sort()).toEqual(['after-1', 'before-1', 'before-2']);
+    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
+    await kit.admin.deleteGroups([groupId]);
   });
 });
 

@@ -1,16 +1,25 @@
 /**
  * Producers, in the service's terms:
- *  - IdempotentProducer: acks=all, idempotent (the gateway's and the dead-letter relay's). Its sends are bounded
- *    (a few retries, then an error), and it is rebuilt after any failed send: kafkajs rolls its sequence numbers back
- *    after a failure even when the broker did write the batch, so reusing the producer for DIFFERENT records could
- *    make the broker take them for a retry of the written batch and drop them. A fresh producer id has no history.
- *  - TransactionalProducer: one per stage input partition (transactional.id `<group>-<topic>-<partition>`). init()
- *    is InitProducerId, which fences an older producer with the same id (a zombie, or the process killed -9 before
- *    a rebalance) and completes its open transaction (abort) before returning. kafkajs allows one transaction at a
- *    time per producer, so the owner of a partition runs its batches one after the other. After any failure the
- *    producer is discarded (same sequence-number hazard).
+ *  - IdempotentProducer (kafkajs): acks=all, idempotent; the dead-letter relay's and the redrive's (low volume; the
+ *    gateway's hot path uses fast-producer.ts). Its sends are bounded (a few retries, then an error), and it is
+ *    rebuilt after any failed send: kafkajs rolls its sequence numbers back after a failure even when the broker did
+ *    write the batch, so reusing the producer for DIFFERENT records could make the broker take them for a retry of
+ *    the written batch and drop them. A fresh producer id has no history.
+ *  - TransactionalProducer (@platformatic/kafka): one per stage input partition (transactional.id
+ *    `<group>-<topic>-<partition>`). init() is InitProducerId, which fences an older producer with the same id (a
+ *    zombie, or the process killed -9 before a rebalance) and completes its open transaction (abort) before
+ *    returning. One transaction at a time per producer, so the owner of a partition runs its batches one after the
+ *    other. After any failure the producer is discarded (same sequence-number hazard).
  */
-import { Partitioners, type Producer, type Transaction } from 'kafkajs';
+import { Partitioners, type Producer as KafkajsProducer } from 'kafkajs';
+import {
+  Admin,
+  compatibilityPartitioner,
+  FindCoordinatorKeyTypes,
+  ProduceAcks,
+  Producer,
+  type MessageToProduce,
+} from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
 import { ServiceError } from '../errors.js';
 
@@ -51,8 +60,8 @@ export interface IdempotentProducerOptions {
 }
 
 export class IdempotentProducer {
-  private producer: Producer | undefined;
-  private connecting: Promise<Producer> | undefined;
+  private producer: KafkajsProducer | undefined;
+  private connecting: Promise<KafkajsProducer> | undefined;
   private closed = false;
 
   constructor(
@@ -60,7 +69,7 @@ export class IdempotentProducer {
     private readonly opts: IdempotentProducerOptions = {},
   ) {}
 
-  private async current(): Promise<Producer> {
+  private async current(): Promise<KafkajsProducer> {
     if (this.producer) return this.producer;
     this.connecting ??= (async () => {
       const p = this.connection.kafka.producer({
@@ -97,7 +106,7 @@ export class IdempotentProducer {
     }
   }
 
-  private discard(producer: Producer): void {
+  private discard(producer: KafkajsProducer): void {
     if (this.producer === producer) this.producer = undefined;
     void producer.disconnect().catch(() => undefined);
   }
@@ -125,11 +134,60 @@ export class ProducerFencedError extends ServiceError {
   }
 }
 
+type BufferProducer = Producer<Buffer, Buffer, Buffer, Buffer>;
+type ProducedMessage = MessageToProduce<Buffer, Buffer, Buffer, Buffer>;
+/** The client's transaction handle (its class is not exported by the package root). */
+type Transaction = Awaited<ReturnType<BufferProducer['beginTransaction']>>;
+
+/** Kafka's answers meaning "a newer producer owns this transactional.id" (or this one may not use it any more). */
+const FENCED = ['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'];
+const isFenced = (err: unknown): boolean => {
+  const find = (err as { findBy?: (key: string, value: unknown) => unknown }).findBy;
+  return typeof find === 'function' && FENCED.some((id) => find.call(err, 'apiId', id) !== undefined);
+};
+
+const headerMap = (headers: Readonly<Record<string, string>>): Map<Buffer, Buffer> =>
+  new Map(Object.entries(headers).map(([k, v]) => [Buffer.from(k), Buffer.from(v)]));
+
+/** The records of `batches` as @platformatic/kafka messages (header buffers built once per distinct header object). */
+export function toMessages(batches: readonly TopicRecords[]): ProducedMessage[] {
+  const headerCache = new Map<Readonly<Record<string, string>>, Map<Buffer, Buffer>>();
+  const messages: ProducedMessage[] = [];
+  for (const b of batches) {
+    for (const r of b.records) {
+      let headers: Map<Buffer, Buffer> | undefined;
+      if (r.headers !== undefined) {
+        headers = headerCache.get(r.headers);
+        if (!headers) headerCache.set(r.headers, (headers = headerMap(r.headers)));
+      }
+      messages.push({
+        topic: b.topic,
+        key: r.key === null ? undefined : Buffer.from(r.key),
+        // A tombstone is a record with a null value (the client writes length -1).
+        value: r.value as Buffer,
+        ...(r.partition === undefined ? {} : { partition: r.partition }),
+        ...(headers === undefined ? {} : { headers }),
+        ...(r.timestamp === undefined ? {} : { timestamp: BigInt(r.timestamp) }),
+      });
+    }
+  }
+  return messages;
+}
+
+/**
+ * One transactional.id's producer on @platformatic/kafka (the stage runner keeps one per input partition). init()
+ * begins the first transaction, which is InitProducerId with producer id -1: it bumps the id's epoch, fencing any
+ * older producer with the same id, and completes (aborts) that producer's open transaction before returning.
+ * Offsets are committed in the transaction with TxnOffsetCommit without a group generation (generation -1, no member
+ * id), as Kafka's pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
+ */
 export class TransactionalProducer {
-  private producer: Producer | undefined;
-  /** The transaction begun by init() (InitProducerId happens when kafkajs begins the first one). */
+  private producer: BufferProducer | undefined;
+  /** The transaction begun by init(). */
   private pending: Transaction | undefined;
   private broken = false;
+  /** Group coordinators' node ids (TxnOffsetCommit goes to the group's coordinator). */
+  private readonly coordinators = new Map<string, number>();
 
   constructor(
     private readonly connection: KafkaConnection,
@@ -140,27 +198,46 @@ export class TransactionalProducer {
   /** Connects and runs InitProducerId: older producers with this id are fenced, their open transaction aborted. */
   async init(): Promise<void> {
     if (this.producer) return;
-    const p = this.connection.kafka.producer({
+    const p = new Producer<Buffer, Buffer, Buffer, Buffer>({
+      clientId: `${this.connection.settings.clientId ?? 'event-forwarder'}-stage`,
+      bootstrapBrokers: [...this.connection.settings.brokers],
       transactionalId: this.transactionalId,
-      // NOTE: not `idempotent: true`: that makes connect() fetch a second, non-transactional producer id for nothing;
-      // kafkajs sends every transactional batch idempotently anyway.
-      maxInFlightRequests: 1,
-      transactionTimeout: this.opts.transactionTimeoutMs ?? 30_000,
-      createPartitioner: Partitioners.DefaultPartitioner,
+      idempotent: true,
+      acks: ProduceAcks.ALL,
+      // -1/-1: "a new producer for this id", which the coordinator answers with the next epoch (the client's default,
+      // 0/0, asks to continue producer 0 and is refused as fenced once the id has any other producer id).
+      producerId: -1n,
+      producerEpoch: -1,
+      partitioner: compatibilityPartitioner,
+      timeout: this.opts.transactionTimeoutMs ?? 30_000,
+      connectTimeout: 1_000,
       // NOTE: a transaction begun right after a commit meets CONCURRENT_TRANSACTIONS until the broker has written the
-      // previous one's markers (a few ms). With the client's 100 ms first retry every batch after the first waited
-      // 100-300 ms for it (bench/README.md, pipeline-kafka); the Java client retries this after 20 ms. Short first
-      // retries, doubling, still give up only after ~2.5 s as before.
-      retry: { initialRetryTime: 10, maxRetryTime: 1_000, retries: 10 },
+      // previous one's markers (a few ms). Short first retries, doubling, give up after ~2.5 s (then the runner
+      // rejoins the group, as for any failed transaction).
+      retries: 10,
+      retryDelay: (_client, _op, attempt) => Math.min(10 * 2 ** (attempt - 1), 1_000),
     });
     try {
-      await p.connect();
-      this.pending = await p.transaction();
+      this.pending = await p.beginTransaction();
     } catch (err) {
-      await p.disconnect().catch(() => undefined);
-      throw err;
+      p.close(true, () => undefined);
+      throw isFenced(err) ? new ProducerFencedError(`${this.transactionalId} could not be initialised: ${(err as Error).message}`) : err;
     }
     this.producer = p;
+  }
+
+  private async coordinator(groupId: string): Promise<number> {
+    const known = this.coordinators.get(groupId);
+    if (known !== undefined) return known;
+    const admin = new Admin({ clientId: `${this.connection.settings.clientId ?? 'event-forwarder'}-stage-admin`, bootstrapBrokers: [...this.connection.settings.brokers], connectTimeout: 1_000 });
+    try {
+      const [found] = await admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] });
+      if (!found) throw new Error(`no coordinator for group ${groupId}`);
+      this.coordinators.set(groupId, found.nodeId);
+      return found.nodeId;
+    } finally {
+      await admin.close().catch(() => undefined);
+    }
   }
 
   /**
@@ -169,27 +246,40 @@ export class TransactionalProducer {
    * error is rethrown; the producer is then unusable: close it and init a new one.
    */
   async run(body: (tx: TransactionScope) => Promise<void>): Promise<void> {
-    if (this.broken || !this.producer) throw new Error(`transactional producer ${this.transactionalId} is not usable; init a new one`);
-    const tx = this.pending ?? (await this.producer.transaction());
+    const producer = this.producer;
+    if (this.broken || !producer) throw new Error(`transactional producer ${this.transactionalId} is not usable; init a new one`);
+    const tx = this.pending ?? (await producer.beginTransaction());
     this.pending = undefined;
+    const groups = new Set<string>();
     try {
       await body({
         async send(batches) {
-          const topicMessages = toTopicMessages(batches);
-          if (topicMessages.length > 0) await tx.sendBatch({ topicMessages, acks: -1 });
+          const messages = toMessages(batches);
+          if (messages.length > 0) await tx.send({ messages });
         },
-        async sendOffset(groupId, topic, partition, nextOffset) {
-          await tx.sendOffsets({ consumerGroupId: groupId, topics: [{ topic, partitions: [{ partition, offset: nextOffset.toString() }] }] });
+        sendOffset: async (groupId, topic, partition, nextOffset) => {
+          const coordinatorId = await this.coordinator(groupId);
+          if (!groups.has(groupId)) {
+            // The client only reads the group id of its "consumer" here (AddOffsetsToTxn).
+            await tx.addConsumer({ groupId } as Parameters<Transaction['addConsumer']>[0]);
+            groups.add(groupId);
+          }
+          // addOffset commits `offset + 1` of a consumed message for the group in its metadata: the message of the
+          // last record consumed, without a generation (see the class comment).
+          await tx.addOffset({
+            topic,
+            partition,
+            offset: nextOffset - 1n,
+            metadata: { consumer: { groupId, generationId: -1, memberId: '', coordinatorId } },
+          } as unknown as Parameters<Transaction['addOffset']>[0]);
         },
       });
       await tx.commit();
     } catch (err) {
       this.broken = true;
+      this.coordinators.clear();
       await tx.abort().catch(() => undefined);
-      const type = (err as { type?: string }).type;
-      if (type === 'INVALID_PRODUCER_EPOCH' || type === 'PRODUCER_FENCED' || type === 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED') {
-        throw new ProducerFencedError(`${this.transactionalId} was fenced by a newer producer: ${(err as Error).message}`);
-      }
+      if (isFenced(err)) throw new ProducerFencedError(`${this.transactionalId} was fenced by a newer producer: ${(err as Error).message}`);
       throw err;
     }
   }
@@ -199,6 +289,6 @@ export class TransactionalProducer {
     this.producer = undefined;
     this.pending = undefined;
     this.broken = true;
-    if (p) await p.disconnect().catch(() => undefined);
+    if (p) await new Promise<void>((resolve) => p.close(true, () => resolve()));
   }
 }
