@@ -137,7 +137,16 @@ export async function startGroupsAtEnd(brokers: string[], prefix: string): Promi
       ['forwarder', Topics.conversionsReady],
     ];
     for (const [group, topic] of groups) {
-      const ends = await kadmin.endOffsets(topic);
+      // Topics just created may not have elected their leaders yet (NOT_LEADER_OR_FOLLOWER): wait for them.
+      let ends: Awaited<ReturnType<KafkaAdmin['endOffsets']>> | undefined;
+      for (let attempt = 0; !ends; attempt++) {
+        try {
+          ends = await kadmin.endOffsets(topic);
+        } catch (err) {
+          if (attempt >= 40) throw err;
+          await new Promise((r) => setTimeout(r, 250));
+        }
+      }
       await kadmin.setGroupOffsets(connection.groupId(group), topic, new Map([...ends].map(([p, o]) => [p, o.high])));
     }
   } finally {

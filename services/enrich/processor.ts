@@ -84,24 +84,36 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
       });
 
       const selections = await selectConversions(ctx.sql, items);
-      const reads = await linkIdentities(ctx.sql, items, selections);
-      const convertible: Convertible[] = [];
+      // Everything that does not need the identity graph runs before its lock (linkIdentities takes it, and it is
+      // held until the batch's transaction commits): batches of one workspace serialise on that lock, so the less
+      // happens after it, the more batches go through it per second.
+      const candidates: Array<{ item: EnrichItem; n: number; eventId: string }> = [];
       items.forEach((item, n) => {
         const selection = selections[n]!;
         if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
-        else convertible.push({ item, selection, reads: reads[n]!, eventId: eventIdOf(item.e) });
+        else candidates.push({ item, n, eventId: eventIdOf(item.e) });
       });
-      const claimed = await claimConversions(ctx.sql, convertible);
-      const won = convertible.filter((c, n) => {
-        if (!claimed[n]) outcomes[c.item.position] = drop('duplicate_event_id');
-        return claimed[n];
+      const claimed = await claimConversions(ctx.sql, candidates);
+      const winners = candidates.filter((c, k) => {
+        if (!claimed[k]) outcomes[c.item.position] = drop('duplicate_event_id');
+        return claimed[k];
       });
+      // Every drop is known now (what follows only builds conversions).
+      if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
+      await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
+
+      const reads = await linkIdentities(ctx.sql, items, selections);
+      const won: Convertible[] = winners.map((c) => ({
+        item: c.item,
+        selection: selections[c.n] as Convertible['selection'],
+        reads: reads[c.n]!,
+        eventId: c.eventId,
+      }));
       const built = await buildConversions(ctx.sql, won);
       won.forEach((c, n) => {
         const conversion = built[n]!;
         outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
       });
-      if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
       return outcomes;
     },
   };
@@ -122,11 +134,11 @@ async function firstOfEachEventId(_sql: unknown, conversions: ReadonlyArray<{ it
  * The console's Activity counts of events that could have been conversions and were dropped, by reason (one
  * statement per batch). Events that are simply not selected for forwarding (page views...) are not counted there.
  */
-function droppedConversions(items: readonly EnrichItem[], outcomes: readonly Outcome[]): ActivityCount[] {
+function droppedConversions(items: readonly EnrichItem[], outcomes: ReadonlyArray<Outcome | undefined>): ActivityCount[] {
   const counts = new Map<string, { workspaceId: string; key: string; n: number }>();
   for (const item of items) {
-    const o = outcomes[item.position]!;
-    if (o.type !== 'drop' || o.reason === 'not_selected') continue;
+    const o = outcomes[item.position];
+    if (o?.type !== 'drop' || o.reason === 'not_selected') continue;
     const k = `${item.e.workspace_id}\n${o.reason}`;
     const c = counts.get(k);
     if (c) c.n++;

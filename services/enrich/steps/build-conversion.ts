@@ -22,16 +22,26 @@ export interface Convertible {
 }
 
 export function createBuildConversionStep(deps: { readonly timeZones: TtlCache<string> }) {
-  return async function buildConversions(sql: Sql, conversions: readonly Convertible[]): Promise<ConversionReady[]> {
-    const zones = await deps.timeZones.getMany(
-      conversions.map((c) => c.item.e.workspace_id),
+  const zonesOf = (sql: Sql, items: ReadonlyArray<Convertible['item']>) =>
+    deps.timeZones.getMany(
+      items.map((i) => i.e.workspace_id),
       (missing) => accountTimeZones(sql, missing),
       'UTC',
+    );
+  const buildConversions = async function buildConversions(sql: Sql, conversions: readonly Convertible[]): Promise<ConversionReady[]> {
+    const zones = await zonesOf(
+      sql,
+      conversions.map((c) => c.item),
     );
     const built = conversions.map((c) => build(c, zones.get(c.item.e.workspace_id) ?? 'UTC'));
     await saveExplanations(sql, built);
     return built.map((b) => b.conversion);
   };
+  /** Loads the accounts' time zones the build will need (into the cache), so that the build itself reads none. */
+  const prepare = async (sql: Sql, items: ReadonlyArray<Convertible['item']>): Promise<void> => {
+    if (items.length > 0) await zonesOf(sql, items);
+  };
+  return Object.assign(buildConversions, { prepare });
 }
 
 function build(

@@ -46,6 +46,8 @@ export interface GroupConsumerOptions {
   readonly coPartitioned?: boolean;
   /** Batches of different partitions processed at the same time. */
   readonly partitionsConsumedConcurrently?: number;
+  /** Most bytes one fetch returns of one partition (default 1 MiB): how large a batch can be. */
+  readonly maxBytesPerPartition?: number;
   /** Called synchronously when this member joined a generation, before its first fetch. */
   onAssigned(assignment: Assignment, memberId: string): void;
   onBatch(batch: ConsumedBatch): Promise<void>;
@@ -114,6 +116,8 @@ export class GroupConsumer {
       rebalanceTimeout: 30_000,
       // Low fetch wait: a resumed partition (after a restore) is fetched soon, and records flow with low latency.
       maxWaitTimeInMs: 200,
+      maxBytesPerPartition: this.opts.maxBytesPerPartition ?? 1024 * 1024,
+      maxBytes: Math.max(10 * 1024 * 1024, 4 * (this.opts.maxBytesPerPartition ?? 0)),
       readUncommitted: false,
       ...(this.opts.coPartitioned ? { partitionAssigners: [coPartitionedAssigner] } : {}),
       // A crash (e.g. the broker down longer than the retries) restarts the member instead of leaving it dead.

@@ -174,6 +174,34 @@ export function toMessages(batches: readonly TopicRecords[]): ProducedMessage[] 
   return messages;
 }
 
+/** Payload bytes (keys, values, headers) of one send: under the broker's default 1 MiB per record batch, with room. */
+const MAX_SEND_BYTES = 768 * 1024;
+
+const sizeOf = (m: ProducedMessage): number => {
+  let n = 64 + (m.key?.length ?? 0) + ((m.value as Buffer | null)?.length ?? 0);
+  if (m.headers instanceof Map) for (const [k, v] of m.headers) n += k.length + v.length + 8;
+  return n;
+};
+
+/** Messages cut into consecutive runs of at most `maxBytes` (a message larger than that alone goes alone). */
+export function bySize(messages: readonly ProducedMessage[], maxBytes: number): ProducedMessage[][] {
+  const runs: ProducedMessage[][] = [];
+  let run: ProducedMessage[] = [];
+  let bytes = 0;
+  for (const m of messages) {
+    const size = sizeOf(m);
+    if (run.length > 0 && bytes + size > maxBytes) {
+      runs.push(run);
+      run = [];
+      bytes = 0;
+    }
+    run.push(m);
+    bytes += size;
+  }
+  if (run.length > 0) runs.push(run);
+  return runs;
+}
+
 /**
  * One transactional.id's producer on @platformatic/kafka (the stage runner keeps one per input partition). init()
  * begins the first transaction, which is InitProducerId with producer id -1: it bumps the id's epoch, fencing any
@@ -254,8 +282,9 @@ export class TransactionalProducer {
     try {
       await body({
         async send(batches) {
-          const messages = toMessages(batches);
-          if (messages.length > 0) await tx.send({ messages });
+          // One send is one produce request, i.e. one record batch per partition, which the broker refuses past the
+          // topic's max.message.bytes (1 MiB by default): a large chunk goes in several sends of one transaction.
+          for (const part of bySize(toMessages(batches), MAX_SEND_BYTES)) await tx.send({ messages: part });
         },
         sendOffset: async (groupId, topic, partition, nextOffset) => {
           const coordinatorId = await this.coordinator(groupId);
