@@ -10,6 +10,7 @@
  */
 import { cpus, totalmem } from 'node:os';
 import { benchDedupeMemory } from './dedupe-memory.js';
+import { benchEnrichGraph } from './enrich-graph.js';
 import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
 import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
 import { hasTaskset } from './lib/proc.js';
@@ -23,7 +24,7 @@ const started = Date.now();
 const sha = gitSha();
 const date = new Date().toISOString();
 
-const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'kafka-client'] as const;
+const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
 const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
 const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
@@ -136,6 +137,17 @@ async function main(): Promise<void> {
     await attempt('dedupe-memory', async () => {
       for (const r of await benchDedupeMemory(log)) log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
     });
+  }
+
+  if (selected('enrich-graph')) {
+    const databaseUrl = kenv?.env.DATABASE_URL ?? process.env.DATABASE_URL;
+    if (!databaseUrl) log('enrich-graph: skipped (no Postgres: DATABASE_URL)');
+    else {
+      await attempt('enrich-graph', async () => {
+        const r = await benchEnrichGraph(databaseUrl, log);
+        log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
+      });
+    }
   }
 
   if (selected('kafka-client')) {

@@ -27,7 +27,7 @@ export interface BenchResult {
 }
 
 /** The service's Kafka clients, as this commit wires them (shared/kafka/fast-producer.ts, stream/kafka/runner.ts). */
-export const SERVICE_KAFKA_CLIENTS = 'gateway producer: @platformatic/kafka; transactional stage runner and dead-letter relay: kafkajs';
+export const SERVICE_KAFKA_CLIENTS = 'gateway producer and the stages\' transactional producers: @platformatic/kafka; the stages\' group consumers, the dead-letter relay and admin: kafkajs';
 
 export const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results');
 export const PROFILES_DIR = join(REPO_ROOT, 'bench', 'profiles');

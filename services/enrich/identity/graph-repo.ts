@@ -48,7 +48,7 @@ export async function lockGraphs(sql: Sql, scopes: readonly GraphScope[]): Promi
   );
 }
 
-interface NodeRow {
+export interface NodeRow {
   readonly node_id: string;
   readonly workspace_id: string;
   readonly key_mode: KeyMode;
@@ -65,7 +65,7 @@ interface NodeRow {
   ad_storage_withdrawn_at: number | null;
 }
 
-interface EdgeRow {
+export interface EdgeRow {
   readonly workspace_id: string;
   readonly key_mode: KeyMode;
   readonly a_kind: string;
@@ -400,3 +400,16 @@ export async function saveGraph(sql: Sql, snapshot: GraphSnapshot): Promise<void
     );
   }
 }
+
+/**
+ * Where the batches' graph lives: lock what a batch touches, load its clusters whole, save its changes. Enrich uses
+ * the Postgres tables above (`postgresGraphStore`); bench/enrich-graph.ts measures a partition-local store (the
+ * other road of docs/decisions.md) behind the same three calls.
+ */
+export interface GraphStore {
+  lock(sql: Sql, scopes: readonly GraphScope[]): Promise<void>;
+  load(sql: Sql, nodes: ReadonlyArray<{ readonly scope: GraphScope; readonly node: GraphNode }>, opts: { readonly maxClusterIdentifiers: number }): Promise<GraphSnapshot>;
+  save(sql: Sql, snapshot: GraphSnapshot): Promise<void>;
+}
+
+export const postgresGraphStore: GraphStore = { lock: lockGraphs, load: loadGraph, save: saveGraph };

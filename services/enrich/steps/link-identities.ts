@@ -7,7 +7,7 @@
 import type { Sql } from '../../shared/db/db.js';
 import { findClickId } from '../attribution.js';
 import { pageDataOf } from '../identity/identifiers.js';
-import { loadGraph, lockGraphs, saveGraph } from '../identity/graph-repo.js';
+import { postgresGraphStore, type GraphStore } from '../identity/graph-repo.js';
 import type { EnrichItem } from '../item.js';
 import { clusterRefusals, identifiersSkipped } from '../metrics.js';
 import { resolvePage, type ResolvedPage } from '../page-data.js';
@@ -30,17 +30,18 @@ function withdrawn(item: EnrichItem): { adStorage: boolean; adUserData: boolean 
   return adStorage || adUserData ? { adStorage, adUserData } : null;
 }
 
-export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number }) {
+export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number; readonly store?: GraphStore }) {
+  const store = deps.store ?? postgresGraphStore;
   return async function linkIdentities(sql: Sql, items: readonly EnrichItem[], selections: readonly Selection[]): Promise<Array<ClusterReads | null>> {
     for (const i of items) for (const s of i.graph.skipped) identifiersSkipped.inc({ reason: s.reason });
     // An event that withholds consent adds nothing, but its identifiers find the clusters its withdrawal applies to.
     const touched = (i: EnrichItem) => (withdrawn(i) ? [...i.graph.nodes, ...i.graph.withheld] : i.graph.nodes);
     const linking = items.filter((i) => touched(i).length > 0);
-    await lockGraphs(
+    await store.lock(
       sql,
       linking.map((i) => i.scope),
     );
-    const graph = await loadGraph(
+    const graph = await store.load(
       sql,
       linking.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node }))),
       deps,
@@ -63,7 +64,7 @@ export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers:
         page: resolvePage(graph, e, linked.resolved),
       };
     });
-    await saveGraph(sql, graph);
+    await store.save(sql, graph);
     return reads;
   };
 }
