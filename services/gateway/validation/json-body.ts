@@ -98,21 +98,14 @@ function where(text: string, i: number): string {
 export function unstorable(text: string): string | undefined {
   const n = text.length;
   let depth = 0;
-  // The next backslash at or after i (native scans: most strings have no escape, and strings are most of a body).
-  let backslash = text.indexOf('\\');
   for (let i = 0; i < n; i++) {
     const c = text.charCodeAt(i);
     if (c === QUOTE) {
-      // A string: jump to its closing quote, checking escapes.
+      // A string: walk to its closing quote, checking escapes.
       for (i++; i < n; i++) {
-        if (backslash !== -1 && backslash < i) backslash = text.indexOf('\\', i);
-        const quote = text.indexOf('"', i);
-        if (quote === -1) return undefined; // unreachable for text JSON.parse accepted; never loop on it
-        if (backslash === -1 || backslash > quote) {
-          i = quote; // no escape before the closing quote (JSON.parse accepted the text: there is one)
-          break;
-        }
-        i = backslash;
+        const s = text.charCodeAt(i);
+        if (s === QUOTE) break;
+        if (s !== BACKSLASH) continue;
         const unit = escapedUnit(text, i);
         if (unit < 0) {
           i++; // a two-character escape such as \" or \n
