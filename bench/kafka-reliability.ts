@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { platformaticProducer } from './lib/platformatic-producer.js';
 import { Kafka, logLevel } from 'kafkajs';
 import { KafkaConnection } from '../services/shared/kafka/client.js';
-import { IdempotentProducer } from '../services/shared/kafka/producer.js';
+import { KafkajsIdempotentProducer } from './lib/kafkajs-producer.js';
 import { silentLogger } from '../services/shared/logger.js';
 import { REPO_ROOT, sleep } from './lib/proc.js';
 
@@ -53,7 +53,7 @@ interface Sender {
 }
 
 function kafkajsSender(topic: string): Sender {
-  const producer = new IdempotentProducer(new KafkaConnection({ brokers: [BROKER], clientId: 'rel-kafkajs' }, silentLogger), { retries: 2, maxRetryTimeMs: 300 });
+  const producer = new KafkajsIdempotentProducer(new KafkaConnection({ brokers: [BROKER], clientId: 'rel-kafkajs' }, silentLogger), { retries: 2, maxRetryTimeMs: 300 });
   return { send: (records) => producer.send([{ topic, records }]), close: () => producer.close() };
 }
 

@@ -6,8 +6,8 @@
  * keyed `workspace:idempotency-key`) in batches of `batch` records, one send in flight at a time (as the gateway's
  * log does), idempotent, acks=-1 (all in-sync replicas), to the same topic; partitions by the key with Kafka's
  * murmur2 (kafkajs' DefaultPartitioner; @platformatic/kafka's compatibilityPartitioner computes the same).
- *  - kafkajs: through the project's adapter (services/shared/kafka: KafkaConnection + IdempotentProducer, the one
- *    the gateway's KafkaEventLog uses, with the same retry settings);
+ *  - kafkajs: through the adapter the gateway used before (KafkaConnection + bench/lib/kafkajs-producer.ts), with
+ *    the same retry settings;
  *  - @platformatic/kafka 1.x: its Producer with the same settings.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -15,7 +15,7 @@ import avro from 'avsc';
 import { platformaticProducer } from './platformatic-producer.js';
 import { normaliseEvent } from '../../services/gateway/normalise.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
-import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
+import { KafkajsIdempotentProducer } from './kafkajs-producer.js';
 import { envelopeMapping } from '../../services/shared/kafka/avro-mapping.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { schemaText } from '../../services/shared/kafka/serde.js';
@@ -73,7 +73,7 @@ interface Sender {
 async function kafkajsSender(spec: ClientSpec): Promise<Sender> {
   const connection = new KafkaConnection({ brokers: spec.brokers, clientId: 'bench-kafkajs' }, silentLogger);
   // The gateway's settings (services/stream/kafka/log.ts).
-  const producer = new IdempotentProducer(connection, { retries: 2, maxRetryTimeMs: 300 });
+  const producer = new KafkajsIdempotentProducer(connection, { retries: 2, maxRetryTimeMs: 300 });
   return {
     send: (batch) => producer.send([{ topic: spec.topic, records: batch }]),
     close: () => producer.close(),

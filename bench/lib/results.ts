@@ -26,8 +26,8 @@ export interface BenchResult {
   readonly detail?: unknown;
 }
 
-/** The service's Kafka clients, as this commit wires them (shared/kafka/fast-producer.ts, stream/kafka/runner.ts). */
-export const SERVICE_KAFKA_CLIENTS = 'gateway producer and the stages\' transactional producers: @platformatic/kafka; the stages\' group consumers, the dead-letter relay and admin: kafkajs';
+/** The service's Kafka clients, as this commit wires them (shared/kafka/producer.ts, shared/kafka/consumer.ts). */
+export const SERVICE_KAFKA_CLIENTS = 'every producer (gateway, the stages\' transactional producers, dead-letter relay, redrive): @platformatic/kafka; the stages\' group consumers and admin: kafkajs';
 
 export const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results');
 export const PROFILES_DIR = join(REPO_ROOT, 'bench', 'profiles');

@@ -161,7 +161,12 @@ async function openKafkaRuntime(
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
   // Redriven records go back to their stage's input through a producer of their own (acks=all, idempotent).
-  const redriveProducer = new IdempotentProducer(connection, { retries: 5, maxRetryTimeMs: 1_000 });
+  const redriveProducer = new IdempotentProducer({
+    clientId: `${connection.settings.clientId ?? 'event-forwarder'}-redrive`,
+    brokers: connection.settings.brokers,
+    retries: 5,
+    retryDelayMs: 200,
+  });
   const redriveLog: RedriveLog = {
     async reappend(_tx, topic, records) {
       let encoded;

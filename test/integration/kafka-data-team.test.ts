@@ -83,7 +83,7 @@ describe('dead letters on Kafka', () => {
 
   it('a stage\'s undecodable record is listed under its workspace; redriven it stays, attempts raised', async () => {
     const ws = (await svc.admin.createWorkspace('kdl-stage')).id;
-    const producer = new IdempotentProducer(kit.connection);
+    const producer = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
     try {
       await producer.send([{ topic: Topics.eventsRaw, records: [{ key: `${ws}:garbage`, value: Buffer.from('not avro at all') }] }]);
     } finally {
@@ -104,7 +104,7 @@ describe('dead letters on Kafka', () => {
     const ws = (await svc.admin.createWorkspace('kdl-again')).id;
     // Fits the Avro schema, and the envelope check refuses it: dedupe dead-letters it every time.
     const envelope = { ...webEnvelope({}, { workspaceId: ws, receivedAt: Date.now() }), v: 2 };
-    const producer = new IdempotentProducer(kit.connection);
+    const producer = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
     try {
       await producer.send([{ topic: Topics.eventsRaw, records: [{ key: envelopeKey(envelope), value: kit.serde.encode(Topics.eventsRaw, envelope) }] }]);
     } finally {

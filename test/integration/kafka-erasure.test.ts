@@ -122,13 +122,13 @@ describe('erasure on Kafka', () => {
     expect(filter.matches(later)).toBe(false);
 
     // A replay feeds the old envelope to enrich again: dropped as erased, nothing re-linked, nothing forwarded.
-    const producer = new IdempotentProducer(kit.connection);
+    const producer = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
     const replayed = { ...old, idempotency_key: 'kim-1-replayed' };
     await producer.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:kim-1-replayed`, value: kit.serde.encode(Topics.eventsDeduped, replayed) }] }]);
     await producer.close();
     // A marker after it on the same key (same partition): once it is forwarded, the replayed one was processed.
     const marker = { ...later, idempotency_key: 'kim-marker', received_at: Date.now() };
-    const p2 = new IdempotentProducer(kit.connection);
+    const p2 = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
     await p2.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:kim-1-replayed`, value: kit.serde.encode(Topics.eventsDeduped, marker) }] }]);
     await p2.close();
     await forwarded('kim-marker');

@@ -217,7 +217,7 @@ describe('failures inside a stage (in-process runner)', () => {
     const list = envelopes(ws, ['p1', 'bad', 'p2']);
     await produce(list);
     // Garbage on the key of p1 (same partition): not Avro at all.
-    const raw = new IdempotentProducer(kit.connection);
+    const raw = new IdempotentProducer({ clientId: 'test-raw', brokers: kit.connection.settings.brokers });
     await raw.send([{ topic: Topics.eventsRaw, records: [{ key: `${ws}:p1`, value: Buffer.from('{"not":"avro"}') }] }]);
     await raw.close();
 

@@ -1,17 +1,18 @@
 /**
- * Producers, in the service's terms:
- *  - IdempotentProducer (kafkajs): acks=all, idempotent; the dead-letter relay's and the redrive's (low volume; the
- *    gateway's hot path uses fast-producer.ts). Its sends are bounded (a few retries, then an error), and it is
- *    rebuilt after any failed send: kafkajs rolls its sequence numbers back after a failure even when the broker did
- *    write the batch, so reusing the producer for DIFFERENT records could make the broker take them for a retry of
- *    the written batch and drop them. A fresh producer id has no history.
- *  - TransactionalProducer (@platformatic/kafka): one per stage input partition (transactional.id
- *    `<group>-<topic>-<partition>`). init() is InitProducerId, which fences an older producer with the same id (a
- *    zombie, or the process killed -9 before a rebalance) and completes its open transaction (abort) before
- *    returning. One transaction at a time per producer, so the owner of a partition runs its batches one after the
- *    other. After any failure the producer is discarded (same sequence-number hazard).
+ * Producers, in the service's terms, both on @platformatic/kafka:
+ *  - IdempotentProducer: acks=all, idempotent; the gateway's (stream/kafka/log.ts), the dead-letter relay's and the
+ *    redrive's. Its sends are bounded (a few short retries, then an error), and it is rebuilt after any failed send,
+ *    so a producer whose sequence numbers may disagree with the broker's never sends other records. The partitioner
+ *    is the Java client's (murmur2 of the key), as kafkajs' DefaultPartitioner: a key lands on the same partition
+ *    whichever client wrote it, which keeps dedupe's state co-partitioned with its input.
+ *  - TransactionalProducer: one per stage input partition (transactional.id `<group>-<topic>-<partition>`). init()
+ *    is InitProducerId, which fences an older producer with the same id (a zombie, or the process killed -9 before
+ *    a rebalance) and completes its open transaction (abort) before returning. One transaction at a time per
+ *    producer, so the owner of a partition runs its batches one after the other. After any failure the producer is
+ *    discarded (same sequence-number hazard).
+ * Why this client: bench/results/kafka-client.json (the same records, acks=all: ~2.3× kafkajs' rate on this machine,
+ * a third of its CPU) and docs/decisions.md. kafkajs keeps the group consumers and admin (consumer.ts, admin.ts).
  */
-import { Partitioners, type Producer as KafkajsProducer } from 'kafkajs';
 import {
   Admin,
   compatibilityPartitioner,
@@ -37,88 +38,6 @@ export interface OutgoingRecord {
 export interface TopicRecords {
   readonly topic: string;
   readonly records: readonly OutgoingRecord[];
-}
-
-const toTopicMessages = (batches: readonly TopicRecords[]) =>
-  batches
-    .filter((b) => b.records.length > 0)
-    .map((b) => ({
-      topic: b.topic,
-      messages: b.records.map((r) => ({
-        key: r.key,
-        value: r.value,
-        ...(r.partition === undefined ? {} : { partition: r.partition }),
-        ...(r.headers === undefined ? {} : { headers: { ...r.headers } }),
-        ...(r.timestamp === undefined ? {} : { timestamp: String(r.timestamp) }),
-      })),
-    }));
-
-export interface IdempotentProducerOptions {
-  /** Retries of one send before it fails (kafkajs retrier); keeps a send from outliving its caller's deadline. */
-  readonly retries?: number;
-  readonly maxRetryTimeMs?: number;
-}
-
-export class IdempotentProducer {
-  private producer: KafkajsProducer | undefined;
-  private connecting: Promise<KafkajsProducer> | undefined;
-  private closed = false;
-
-  constructor(
-    private readonly connection: KafkaConnection,
-    private readonly opts: IdempotentProducerOptions = {},
-  ) {}
-
-  private async current(): Promise<KafkajsProducer> {
-    if (this.producer) return this.producer;
-    this.connecting ??= (async () => {
-      const p = this.connection.kafka.producer({
-        idempotent: true,
-        maxInFlightRequests: 1,
-        createPartitioner: Partitioners.DefaultPartitioner,
-        retry: { retries: this.opts.retries ?? 2, initialRetryTime: 100, maxRetryTime: this.opts.maxRetryTimeMs ?? 500 },
-      });
-      try {
-        await p.connect();
-      } catch (err) {
-        await p.disconnect().catch(() => undefined);
-        throw err;
-      }
-      this.producer = p;
-      return p;
-    })().finally(() => {
-      this.connecting = undefined;
-    });
-    return this.connecting;
-  }
-
-  /** Sends with acks=all; resolves once every record is acknowledged by the in-sync replicas. */
-  async send(batches: readonly TopicRecords[]): Promise<void> {
-    if (this.closed) throw new Error('producer is closed');
-    const topicMessages = toTopicMessages(batches);
-    if (topicMessages.length === 0) return;
-    const producer = await this.current();
-    try {
-      await producer.sendBatch({ topicMessages, acks: -1 });
-    } catch (err) {
-      this.discard(producer);
-      throw err;
-    }
-  }
-
-  private discard(producer: KafkajsProducer): void {
-    if (this.producer === producer) this.producer = undefined;
-    void producer.disconnect().catch(() => undefined);
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    // A connect still retrying (broker down) is not waited for: its producer is disconnected when it settles.
-    void this.connecting?.then((p) => p.disconnect()).catch(() => undefined);
-    const p = this.producer;
-    this.producer = undefined;
-    if (p) await p.disconnect().catch(() => undefined);
-  }
 }
 
 /** What a transaction body may do: send records and mark a consumer group's input offset as consumed. */
@@ -172,6 +91,63 @@ export function toMessages(batches: readonly TopicRecords[]): ProducedMessage[] 
     }
   }
   return messages;
+}
+
+export interface IdempotentProducerOptions {
+  readonly clientId: string;
+  readonly brokers: readonly string[];
+  /** Retries of one send before it fails; keeps a send from outliving its caller's deadline. */
+  readonly retries?: number;
+  readonly retryDelayMs?: number;
+}
+
+export class IdempotentProducer {
+  private producer: BufferProducer | undefined;
+  private closed = false;
+
+  constructor(private readonly opts: IdempotentProducerOptions) {}
+
+  private current(): BufferProducer {
+    this.producer ??= new Producer<Buffer, Buffer, Buffer, Buffer>({
+      clientId: this.opts.clientId,
+      bootstrapBrokers: [...this.opts.brokers],
+      idempotent: true,
+      acks: ProduceAcks.ALL,
+      partitioner: compatibilityPartitioner,
+      // The gateway must notice a dead broker inside its 1.5 s deadline.
+      connectTimeout: 1_000,
+      timeout: 10_000,
+      retries: this.opts.retries ?? 2,
+      retryDelay: this.opts.retryDelayMs ?? 100,
+    });
+    return this.producer;
+  }
+
+  /** Sends with acks=all; resolves once every record is acknowledged by the in-sync replicas. */
+  async send(batches: readonly TopicRecords[]): Promise<void> {
+    if (this.closed) throw new Error('producer is closed');
+    const messages = toMessages(batches);
+    if (messages.length === 0) return;
+    const producer = this.current();
+    try {
+      await producer.send({ messages });
+    } catch (err) {
+      this.discard(producer);
+      throw err;
+    }
+  }
+
+  private discard(producer: BufferProducer): void {
+    if (this.producer === producer) this.producer = undefined;
+    producer.close(true, () => undefined);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const p = this.producer;
+    this.producer = undefined;
+    if (p) await new Promise<void>((resolve) => p.close(true, () => resolve()));
+  }
 }
 
 /** Payload bytes (keys, values, headers) of one send: under the broker's default 1 MiB per record batch, with room. */

@@ -34,7 +34,12 @@ export class DeadLetterRelay {
       readonly batchSize?: number;
     },
   ) {
-    this.producer = new IdempotentProducer(deps.connection, { retries: 5, maxRetryTimeMs: 1_000 });
+    this.producer = new IdempotentProducer({
+      clientId: `${deps.connection.settings.clientId ?? 'event-forwarder'}-dlq-relay`,
+      brokers: deps.connection.settings.brokers,
+      retries: 5,
+      retryDelayMs: 200,
+    });
   }
 
   start(): void {

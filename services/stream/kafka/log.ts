@@ -4,7 +4,7 @@
  *
  * Appends of concurrent requests are batched: while one send is in flight, new appends queue and go together in
  * the next one (plus a linger of ~1 ms when idle), so durability costs one round trip per group, not per request.
- * The producer is @platformatic/kafka's (shared/kafka/fast-producer.ts): the hot path leaves kafkajs.
+ * The producer is @platformatic/kafka's (shared/kafka/producer.ts IdempotentProducer): the hot path leaves kafkajs.
  *
  * Deadline: an append that has not been sent when its deadline passes is dropped unsent and rejected with
  * NotDurableError (503). One whose send is already in flight is also rejected at its deadline, but that send may
@@ -15,7 +15,7 @@
  */
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
-import { FastIdempotentProducer } from '../../shared/kafka/fast-producer.js';
+import { IdempotentProducer } from '../../shared/kafka/producer.js';
 import type { OutgoingRecord } from '../../shared/kafka/producer.js';
 import type { AvroSerde } from '../../shared/kafka/serde.js';
 import type { Logger } from '../../shared/logger.js';
@@ -43,7 +43,7 @@ export interface KafkaEventLogOptions {
 }
 
 export class KafkaEventLog implements EventLogProducer {
-  private readonly producer: FastIdempotentProducer;
+  private readonly producer: IdempotentProducer;
   private queue: PendingAppend[] = [];
   /** Appends whose caller is still waiting for an answer. */
   private readonly unsettled = new Set<PendingAppend>();
@@ -61,7 +61,7 @@ export class KafkaEventLog implements EventLogProducer {
     private readonly logger: Logger,
     private readonly opts: KafkaEventLogOptions = {},
   ) {
-    this.producer = new FastIdempotentProducer({ clientId: `${connection.settings.clientId ?? 'event-forwarder'}-gateway`, brokers: connection.settings.brokers, retries: 2, retryDelayMs: 100 });
+    this.producer = new IdempotentProducer({ clientId: `${connection.settings.clientId ?? 'event-forwarder'}-gateway`, brokers: connection.settings.brokers, retries: 2, retryDelayMs: 100 });
   }
 
   append(topic: TopicName, records: readonly ProducedRecord[], deadline: number): Promise<void> {
