@@ -162,7 +162,7 @@ async function openKafkaRuntime(
   const embeddedLog = new EmbeddedLog(db);
   // Redriven records go back to their stage's input through a producer of their own (acks=all, idempotent).
   const redriveProducer = new IdempotentProducer({
-    clientId: `${connection.settings.clientId ?? 'event-forwarder'}-redrive`,
+    clientId: connection.clientIdFor('redrive'),
     brokers: connection.settings.brokers,
     retries: 5,
     retryDelayMs: 200,

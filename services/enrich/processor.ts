@@ -87,11 +87,11 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
       // Everything that does not need the identity graph runs before its lock (linkIdentities takes it, and it is
       // held until the batch's transaction commits): batches of one workspace serialise on that lock, so the less
       // happens after it, the more batches go through it per second.
-      const candidates: Array<{ item: EnrichItem; n: number; eventId: string }> = [];
+      const candidates: Array<{ item: EnrichItem; n: number; selection: Convertible['selection']; eventId: string }> = [];
       items.forEach((item, n) => {
         const selection = selections[n]!;
         if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
-        else candidates.push({ item, n, eventId: eventIdOf(item.e) });
+        else candidates.push({ item, n, selection, eventId: eventIdOf(item.e) });
       });
       const claimed = await claimConversions(ctx.sql, candidates);
       const winners = candidates.filter((c, k) => {
@@ -103,12 +103,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
       await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
 
       const reads = await linkIdentities(ctx.sql, items, selections);
-      const won: Convertible[] = winners.map((c) => ({
-        item: c.item,
-        selection: selections[c.n] as Convertible['selection'],
-        reads: reads[c.n]!,
-        eventId: c.eventId,
-      }));
+      const won: Convertible[] = winners.map(({ item, n, selection, eventId }) => ({ item, selection, reads: reads[n]!, eventId }));
       const built = await buildConversions(ctx.sql, won);
       won.forEach((c, n) => {
         const conversion = built[n]!;

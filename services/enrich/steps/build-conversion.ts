@@ -39,7 +39,7 @@ export function createBuildConversionStep(deps: { readonly timeZones: TtlCache<s
   };
   /** Loads the accounts' time zones the build will need (into the cache), so that the build itself reads none. */
   const prepare = async (sql: Sql, items: ReadonlyArray<Convertible['item']>): Promise<void> => {
-    if (items.length > 0) await zonesOf(sql, items);
+    await zonesOf(sql, items); // no items: no keys, no query (TtlCache.getMany)
   };
   return Object.assign(buildConversions, { prepare });
 }

@@ -42,6 +42,7 @@ function logCreator(logger: Logger) {
 /** One client per process: producers, consumers and admins are created from it. */
 export class KafkaConnection {
   readonly kafka: Kafka;
+  readonly clientId: string;
   readonly groupPrefix: string;
   readonly sessionTimeoutMs: number;
 
@@ -49,10 +50,11 @@ export class KafkaConnection {
     readonly settings: KafkaSettings,
     readonly logger: Logger,
   ) {
+    this.clientId = settings.clientId ?? 'event-forwarder';
     this.groupPrefix = settings.groupPrefix ?? '';
     this.sessionTimeoutMs = settings.sessionTimeoutMs ?? 10_000;
     this.kafka = new Kafka({
-      clientId: settings.clientId ?? 'event-forwarder',
+      clientId: this.clientId,
       brokers: [...settings.brokers],
       // NOTE: short connection and request timeouts: the gateway must notice a dead broker inside its 1.5 s deadline,
       // and stages retry whole batches themselves.
@@ -62,6 +64,11 @@ export class KafkaConnection {
       logLevel: logLevel.WARN,
       logCreator: logCreator(logger),
     });
+  }
+
+  /** The client id of one of the process's other clients (the @platformatic/kafka producers): `<client id>-<role>`. */
+  clientIdFor(role: string): string {
+    return `${this.clientId}-${role}`;
   }
 
   /** The consumer group id of a stage (and the prefix of its transactional ids). */

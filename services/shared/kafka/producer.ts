@@ -203,7 +203,7 @@ export class TransactionalProducer {
   async init(): Promise<void> {
     if (this.producer) return;
     const p = new Producer<Buffer, Buffer, Buffer, Buffer>({
-      clientId: `${this.connection.settings.clientId ?? 'event-forwarder'}-stage`,
+      clientId: this.connection.clientIdFor('stage'),
       bootstrapBrokers: [...this.connection.settings.brokers],
       transactionalId: this.transactionalId,
       idempotent: true,
@@ -233,7 +233,7 @@ export class TransactionalProducer {
   private async coordinator(groupId: string): Promise<number> {
     const known = this.coordinators.get(groupId);
     if (known !== undefined) return known;
-    const admin = new Admin({ clientId: `${this.connection.settings.clientId ?? 'event-forwarder'}-stage-admin`, bootstrapBrokers: [...this.connection.settings.brokers], connectTimeout: 1_000 });
+    const admin = new Admin({ clientId: this.connection.clientIdFor('stage-admin'), bootstrapBrokers: [...this.connection.settings.brokers], connectTimeout: 1_000 });
     try {
       const [found] = await admin.findCoordinator({ keyType: FindCoordinatorKeyTypes.GROUP, keys: [groupId] });
       if (!found) throw new Error(`no coordinator for group ${groupId}`);

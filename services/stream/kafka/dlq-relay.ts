@@ -35,7 +35,7 @@ export class DeadLetterRelay {
     },
   ) {
     this.producer = new IdempotentProducer({
-      clientId: `${deps.connection.settings.clientId ?? 'event-forwarder'}-dlq-relay`,
+      clientId: deps.connection.clientIdFor('dlq-relay'),
       brokers: deps.connection.settings.brokers,
       retries: 5,
       retryDelayMs: 200,

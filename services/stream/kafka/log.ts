@@ -61,7 +61,7 @@ export class KafkaEventLog implements EventLogProducer {
     private readonly logger: Logger,
     private readonly opts: KafkaEventLogOptions = {},
   ) {
-    this.producer = new IdempotentProducer({ clientId: `${connection.settings.clientId ?? 'event-forwarder'}-gateway`, brokers: connection.settings.brokers, retries: 2, retryDelayMs: 100 });
+    this.producer = new IdempotentProducer({ clientId: connection.clientIdFor('gateway'), brokers: connection.settings.brokers, retries: 2, retryDelayMs: 100 });
   }
 
   append(topic: TopicName, records: readonly ProducedRecord[], deadline: number): Promise<void> {
