@@ -174,7 +174,8 @@ describe('zombie fencing (the transactional producer of one input partition)', (
     const successor = new TransactionalProducer(kit.connection, tid);
     await successor.init();
     release();
-    expect(await outcome).toBeInstanceOf(ProducerFencedError);
+    const zombieError = await outcome;
+    expect(zombieError, `the zombie's run ended with: ${zombieError instanceof Error ? (zombieError.stack ?? zombieError.message) : String(zombieError)}`).toBeInstanceOf(ProducerFencedError);
 
     await successor.run(async (tx) => {
       await tx.send(records(['after-1']));
