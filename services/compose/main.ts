@@ -10,6 +10,7 @@ import { pipelineStages } from './pipeline.js';
 import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
 import { watchForScrape } from '../shared/metrics-scrape.js';
+import { readReplayGauges } from '../replay/metrics.js';
 import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
@@ -62,6 +63,7 @@ watchForScrape({
         ],
       },
   kafkaProbe: kafkaAdmin ? (ms) => kafkaAdmin.probe(ms) : undefined,
+  readers: [readReplayGauges],
 });
 let metrics: Awaited<ReturnType<typeof startMetricsServer>>;
 try {

@@ -53,6 +53,8 @@ export interface ScrapeSources {
   readonly embedded?: { readonly consumers: readonly EmbeddedConsumer[] };
   /** Set on the Kafka runtime: a cheap reachability probe of the cluster. */
   readonly kafkaProbe?: (timeoutMs: number) => Promise<boolean>;
+  /** Gauges of the floors above (replay jobs, say), read from the same database when Postgres answers. */
+  readonly readers?: ReadonlyArray<(db: Db) => Promise<void>>;
 }
 
 const SCRAPE_BUDGET_MS = 2_000;
@@ -95,6 +97,7 @@ async function refresh(s: ScrapeSources): Promise<void> {
     await readConnections(s.db);
     await readDeadLetters(s.db);
     if (s.embedded) await readEmbeddedLag(s.db, s.embedded.consumers);
+    for (const read of s.readers ?? []) await read(s.db);
   }
   await kafka;
 }

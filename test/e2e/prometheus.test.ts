@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { sha256 } from '../helpers/factories.js';
 import { freePort } from '../sandbox/ports.js';
-import { expressionProblems, metricNames, ruleExpressions, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
+import { expressionProblems, labelBoundProblems, metricNames, ruleExpressions, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import { REPO_ROOT, startServiceProcess, TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
 import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
 
@@ -95,8 +95,14 @@ describe('a real Prometheus scraping the service (embedded runtime)', () => {
     expect(await value('sum(forwarder_conversions_total{outcome="retried"})')).toBeGreaterThanOrEqual(2);
     expect(await value('max(dependency_up{dependency="postgres"})')).toBe(1);
     expect(await value('max(consumer_lag_records{stage="forwarder"})')).toBe(0);
+    // The dry-run replay read the four accepted events again and has ended.
+    expect(await value('sum(replay_events_read_total)')).toBe(4);
+    expect(await value('sum(replay_conversions_total{outcome="sent"})')).toBe(0);
+    expect(await value('max(replay_jobs{status="queued"}) + max(replay_jobs{status="running"})')).toBe(0);
+    expect(await value('min(replay_slowest_progress_ratio)')).toBe(1);
 
     expect(await expressionProblems(prom, 'embedded')).toEqual([]);
+    expect(await labelBoundProblems(prom)).toEqual([]);
 
     // Logs: one JSON line per request, and the request id follows its events to the forwarder's batch line.
     const lines = svc

@@ -195,3 +195,29 @@ export async function expressionProblems(prom: RunningPrometheus, runtime: 'embe
   }
   return problems;
 }
+
+/** Label names that would make one series per customer, key, request or person (docs/operations.md, "Metrics"). */
+export const UNBOUNDED_LABELS = ['workspace', 'workspace_id', 'ws', 'key', 'key_id', 'api_key', 'request_id', 'event_id', 'user', 'user_id', 'email', 'phone', 'replay', 'job'];
+/** The most distinct values a label of ours may take in the flows the tests drive. */
+export const LABEL_VALUE_CAP = 50;
+
+/**
+ * What Prometheus scraped from the service that breaks the label bounds: a label named like a customer or person,
+ * or a label with more values than LABEL_VALUE_CAP (empty: all good). Prometheus' own labels are left out.
+ */
+export async function labelBoundProblems(prom: RunningPrometheus): Promise<string[]> {
+  const get = async (path: string): Promise<string[]> => {
+    const r = await fetch(`${prom.url}${path}`);
+    if (!r.ok) throw new Error(`Prometheus ${path}: ${r.status}`);
+    return ((await r.json()) as { data: string[] }).data;
+  };
+  const selector = `match[]=${encodeURIComponent(`{job="${JOB}"}`)}`;
+  const problems: string[] = [];
+  for (const label of await get(`/api/v1/labels?${selector}`)) {
+    if (['__name__', 'instance', 'job', 'le', 'quantile'].includes(label)) continue;
+    if (UNBOUNDED_LABELS.includes(label)) problems.push(`a label named ${label}`);
+    const values = await get(`/api/v1/label/${label}/values?${selector}`);
+    if (values.length > LABEL_VALUE_CAP) problems.push(`${label}: ${values.length} values`);
+  }
+  return problems;
+}

@@ -2,7 +2,8 @@
  * The short flow the Prometheus tests observe (test/e2e/prometheus.test.ts on the embedded runtime,
  * test/integration/kafka-prometheus.test.ts on Kafka): a workspace connected through the platform sandbox; a platform
  * outage (two 503s) then a permanent rejection, so the first batch is retried and dead-lettered; a batch forwarded;
- * a duplicate; rejected events (a bad request of three, one without a key). Returns when Prometheus has seen it all.
+ * a duplicate; rejected events (a bad request of three, one without a key); a dry-run replay of the workspace's range
+ * (it reads the four accepted events again). Returns when Prometheus has seen it all.
  */
 import { randomBytes } from 'node:crypto';
 import { eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from './forwarder-rig.js';
@@ -39,6 +40,7 @@ export interface SreFlow {
 export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, prom: RunningPrometheus, timeoutMs = 20_000): Promise<SreFlow> {
   const admin = adminClient(serviceUrl, TEST_ADMIN_TOKEN);
   const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
+  const from = new Date(Date.now() - 60_000).toISOString();
   const workspace = (await admin.createWorkspace('sre-flow')).id;
   const key = (await admin.createKey(workspace, 'live')).key;
   const post = async (body: unknown, auth = true): Promise<{ status: number; body: any }> => {
@@ -76,6 +78,20 @@ export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, pr
       (await value('sum(stage_records_total{stage="dedupe",outcome="drop",reason="duplicate"})')) >= 1 &&
       (await value('sum(forwarder_conversions_total{outcome="forwarded"})')) >= 2 &&
       (await value('sum(rate(forwarder_end_to_end_seconds_count[1m]))')) > 0,
+    timeoutMs,
+  );
+  const replay = await admin.call('POST', `/admin/v1/workspaces/${workspace}/replays`, {
+    from,
+    to: new Date(Date.now() + 1_000).toISOString(),
+    dry_run: true,
+  });
+  expectStatus('a dry-run replay', replay.status, 202);
+  await eventually(
+    'the replay ended and Prometheus saw it',
+    async () =>
+      (await admin.call('GET', `/admin/v1/workspaces/${workspace}/replays/${replay.body.id}`)).body.status === 'done' &&
+      (await value('sum(replay_events_read_total)')) >= 4 &&
+      (await value('max(replay_jobs{status="running"})')) === 0,
     timeoutMs,
   );
   // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.

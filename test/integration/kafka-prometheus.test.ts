@@ -9,7 +9,7 @@ import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { Topics } from '../../services/shared/topics.js';
 import { freshDatabase, infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../helpers/infra.js';
 import { freePort } from '../sandbox/ports.js';
-import { expressionProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
+import { expressionProblems, labelBoundProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import type { ServiceProcess } from '../helpers/service-process.js';
 import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { killAll, startKafkaService } from './fixtures/processes.js';
@@ -57,6 +57,9 @@ describe('a real Prometheus scraping the service (Kafka runtime)', () => {
     expect(await value('max(dependency_up{dependency="postgres"})')).toBe(1);
     expect(await value('count(consumer_lag_records{stage=~".*forwarder"})')).toBeGreaterThan(0);
     expect(await value('max(dead_letters{stage="forwarder"})')).toBe(2);
+    expect(await value('sum(replay_events_read_total)')).toBe(4);
+    expect(await value('min(replay_slowest_progress_ratio)')).toBe(1);
     expect(await expressionProblems(prom, 'kafka')).toEqual([]);
+    expect(await labelBoundProblems(prom)).toEqual([]);
   }, 180_000);
 });
