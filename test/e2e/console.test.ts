@@ -102,6 +102,19 @@ describe('the console in Chromium', () => {
     await accessible('workspaces');
   });
 
+  it('sends the security headers on every console page, signed in or not, errors too', async () => {
+    for (const path of ['/console', '/console/workspaces', `/console/w/${ws1}/api-key`, `/console/w/${ws1}/activity`, '/console/no-such-page']) {
+      const r = await page.request.get(`${url}${path}`);
+      const headers = r.headers();
+      expect(headers['content-type'], path).toContain('text/html');
+      expect(headers['content-security-policy'], path).toContain("frame-ancestors 'none'");
+      expect(headers['content-security-policy'], path).toContain("default-src 'none'");
+      expect(headers['x-frame-options'], path).toBe('DENY');
+      expect(headers['x-content-type-options'], path).toBe('nosniff');
+      expect(headers['referrer-policy'], path).toBe('same-origin');
+    }
+  });
+
   it('creates a key on the API Key page, shows it once, and the key sends events', async () => {
     await page.getByRole('link', { name: 'Acme shop' }).click();
     await page.getByRole('link', { name: 'API Key' }).click();

@@ -120,6 +120,8 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
         baseUri: ["'none'"],
       },
     },
+    // For browsers without CSP's frame-ancestors: the same 'none' (helmet's default would be SAMEORIGIN).
+    xFrameOptions: { action: 'deny' },
     strictTransportSecurity: https,
     referrerPolicy: { policy: 'same-origin' },
   });
