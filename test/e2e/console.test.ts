@@ -115,6 +115,27 @@ describe('the console in Chromium', () => {
     }
   });
 
+  it('creates a workspace from the workspace list, with its creator as owner', async () => {
+    await page.goto(`${url}/console/workspaces`);
+    // Blank (spaces pass the browser's `required`): refused, saying what to give.
+    await page.getByLabel('Workspace name').fill('   ');
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Workspace name: give 1 to 200 characters.');
+    await page.getByLabel('Workspace name').fill('Initech');
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await page.getByText('Workspace "Initech" created.').waitFor();
+    const created = /\/console\/w\/([^/]+)\/api-key$/.exec(page.url())?.[1];
+    expect(created).toMatch(/^ws_/);
+    expect(await page.getByText('your role: owner').count()).toBe(1);
+    const members = await admin.call('GET', `/admin/v1/workspaces/${created}/members`);
+    expect(members.body.items).toMatchObject([{ email: OWNER.email, role: 'owner' }]);
+    expect((await admin.call('GET', `/admin/v1/workspaces/${created}`)).body).toMatchObject({ name: 'Initech', plan: 'free' });
+    const audit = await service.db.query<{ actor: string; action: string }>('SELECT actor, action FROM audit_log WHERE workspace_id = $1', [created]);
+    expect(audit.rows).toEqual(expect.arrayContaining([{ actor: `console:${OWNER.email}`, action: 'workspace.created' }]));
+    await page.goto(`${url}/console/workspaces`);
+    expect(await page.getByRole('row', { name: /Initech/ }).textContent()).toContain('owner');
+  });
+
   it('creates a key on the API Key page, shows it once, and the key sends events', async () => {
     await page.getByRole('link', { name: 'Acme shop' }).click();
     await page.getByRole('link', { name: 'API Key' }).click();
