@@ -102,6 +102,40 @@ describe('the console in Chromium', () => {
     await accessible('workspaces');
   });
 
+  it('sends the security headers on every console page, signed in or not, errors too', async () => {
+    for (const path of ['/console', '/console/workspaces', `/console/w/${ws1}/api-key`, `/console/w/${ws1}/activity`, '/console/no-such-page']) {
+      const r = await page.request.get(`${url}${path}`);
+      const headers = r.headers();
+      expect(headers['content-type'], path).toContain('text/html');
+      expect(headers['content-security-policy'], path).toContain("frame-ancestors 'none'");
+      expect(headers['content-security-policy'], path).toContain("default-src 'none'");
+      expect(headers['x-frame-options'], path).toBe('DENY');
+      expect(headers['x-content-type-options'], path).toBe('nosniff');
+      expect(headers['referrer-policy'], path).toBe('same-origin');
+    }
+  });
+
+  it('creates a workspace from the workspace list, with its creator as owner', async () => {
+    await page.goto(`${url}/console/workspaces`);
+    // Blank (spaces pass the browser's `required`): refused, saying what to give.
+    await page.getByLabel('Workspace name').fill('   ');
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await expect.poll(() => page.getByRole('alert').textContent()).toContain('Workspace name: give 1 to 200 characters.');
+    await page.getByLabel('Workspace name').fill('Initech');
+    await page.getByRole('button', { name: 'Create workspace' }).click();
+    await page.getByText('Workspace "Initech" created.').waitFor();
+    const created = /\/console\/w\/([^/]+)\/api-key$/.exec(page.url())?.[1];
+    expect(created).toMatch(/^ws_/);
+    expect(await page.getByText('your role: owner').count()).toBe(1);
+    const members = await admin.call('GET', `/admin/v1/workspaces/${created}/members`);
+    expect(members.body.items).toMatchObject([{ email: OWNER.email, role: 'owner' }]);
+    expect((await admin.call('GET', `/admin/v1/workspaces/${created}`)).body).toMatchObject({ name: 'Initech', plan: 'free' });
+    const audit = await service.db.query<{ actor: string; action: string }>('SELECT actor, action FROM audit_log WHERE workspace_id = $1', [created]);
+    expect(audit.rows).toEqual(expect.arrayContaining([{ actor: `console:${OWNER.email}`, action: 'workspace.created' }]));
+    await page.goto(`${url}/console/workspaces`);
+    expect(await page.getByRole('row', { name: /Initech/ }).textContent()).toContain('owner');
+  });
+
   it('creates a key on the API Key page, shows it once, and the key sends events', async () => {
     await page.getByRole('link', { name: 'Acme shop' }).click();
     await page.getByRole('link', { name: 'API Key' }).click();
@@ -151,6 +185,8 @@ describe('the console in Chromium', () => {
     await page.getByLabel('Forward purchase').check();
     await page.getByLabel('Platform event for purchase').selectOption('CompletePayment');
     await page.getByLabel('Pixel id').fill('PIXEL123');
+    // For the test-mode key of "fills Activity" below (set here: enrich keeps a setup it read for a second).
+    await page.getByLabel('Test event code (optional)').fill('TEST4242');
     await page.getByRole('button', { name: 'Save forwarding' }).click();
     await page.getByText('Forwarding saved: 1 event forwarded.').waitFor();
     await accessible('forwarding');
@@ -160,7 +196,7 @@ describe('the console in Chromium', () => {
     await accessible('forwarding-phone');
     await page.setViewportSize({ width: 1100, height: 800 });
     const setup = await admin.call('GET', `/admin/v1/workspaces/${ws1}/forwarding`);
-    expect(setup.body).toMatchObject({ event_source_id: 'PIXEL123', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
+    expect(setup.body).toMatchObject({ event_source_id: 'PIXEL123', test_event_code: 'TEST4242', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
   });
 
   it('refuses a named event without its platform event, saying what to fix', async () => {
@@ -212,6 +248,46 @@ describe('the console in Chromium', () => {
     await page.getByRole('button', { name: 'Explain' }).click();
     await page.getByText(/No conversion no-such-event in this workspace/).waitFor();
     expect(await page.getByRole('table', { name: 'Why each user field was forwarded' }).count()).toBe(0);
+  });
+
+  it('fills Activity: dropped by reason, failed by platform code, the dead letter, and a test event the platform received', async () => {
+    // Refused for good by the platform once: a failed send with its code, and a dead letter.
+    await sandboxControl(sandbox, '/faults', { events: [{ code: 40002, message: 'data[0].event: event "CompletePayment" is not enabled for this pixel', times: 1 }] });
+    await send(key, 'purchase');
+    // A test-mode key's events go with the setup's test event code (saved on Forwarding above).
+    await page.goto(`${url}/console/w/${ws1}/api-key`);
+    await page.getByLabel('Name').fill('staging tag');
+    await page.getByLabel('Test').check();
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const testKey = ((await page.locator('#new-key').textContent()) ?? '').trim();
+    expect(testKey).toMatch(/^evk_test_/);
+    await send(testKey, 'purchase');
+    const testEvent = await eventually('the sandbox received the test event', async () => (await receivedBySandbox(sandbox)).find((e) => e.test_event_code === 'TEST4242'), 15_000);
+
+    const [first] = await receivedBySandbox(sandbox);
+    const failed = page.getByRole('table', { name: 'Failed sends by platform code and day' });
+    await eventually('the failed send is listed', async () => {
+      await page.goto(`${url}/console/w/${ws1}/activity?event_id=${encodeURIComponent(first!.event_id)}`);
+      return (await failed.count()) === 1;
+    }, 15_000);
+    const today = new Date().toISOString().slice(0, 10);
+    expect(await failed.getByRole('row', { name: new RegExp(`${today} 40002`) }).locator('td').nth(2).textContent()).toBe('1');
+    // The first send came before any forwarding setup (and the revoked test key's, maybe, too).
+    const dropped = page.getByRole('table', { name: 'Dropped conversions by reason and day' });
+    expect(Number(await dropped.getByRole('row', { name: /no_forwarding_setup/ }).locator('td').nth(2).textContent())).toBeGreaterThanOrEqual(1);
+    const letters = page.getByRole('table', { name: 'Dead letters waiting' });
+    expect(await letters.getByRole('row', { name: /not enabled for this pixel/ }).count()).toBe(1);
+    expect(await page.getByRole('button', { name: 'Redrive selected' }).count()).toBe(1);
+    const tests = page.getByRole('table', { name: 'Test events the platform received' });
+    const testRow = tests.getByRole('row', { name: new RegExp(testEvent.event_id) });
+    expect(await testRow.textContent()).toContain('CompletePayment');
+    expect(await testRow.textContent()).toContain('TEST4242');
+    const perDay = page.getByRole('row', { name: new RegExp(`^${today}`) }).first();
+    expect((await perDay.locator('td').nth(2).textContent())?.trim()).toBe('1'); // test events
+    expect((await perDay.locator('td').nth(3).textContent())?.trim()).toBe('1'); // failed
+    // The whole page, every table filled (and "Why this field" for the first conversion).
+    await page.getByRole('table', { name: 'Why each user field was forwarded' }).waitFor();
+    await accessible('activity');
   });
 
   it('shows a connection revoked at the platform as needing re-authorisation, and reconnects', async () => {

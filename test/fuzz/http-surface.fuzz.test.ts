@@ -200,9 +200,9 @@ describe('admin API', () => {
           expectNo5xx(res, `${route} ${contentType} ${JSON.stringify(body)?.slice(0, 80)}`);
           if (contentType !== 'application/json') expect(res.statusCode).toBe(415);
           const b = body as Record<string, unknown> | null;
-          // NOTE: a blank name (" ") is accepted today (services/console/routes/workspaces.ts: minLength only);
-          // reported to the lead rather than changed here, so the model only requires a non-empty, storable name.
-          const plainName = b !== null && typeof b === 'object' && typeof b.name === 'string' && b.name !== '' && !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(b.name);
+          // A name must hold something besides whitespace (services/console/routes/workspaces.ts: pattern '\S') and be
+          // storable (no U+0000, no lone surrogates); anything else is refused.
+          const plainName = b !== null && typeof b === 'object' && typeof b.name === 'string' && /\S/.test(b.name) && !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(b.name);
           if (route === 'POST /admin/v1/workspaces' && !plainName) expect(res.statusCode).toBeGreaterThanOrEqual(400);
         },
       ),

@@ -3,7 +3,8 @@
  * small script served from here. Everything that guards it is registered in THIS plugin's scope, so it covers the
  * console and nothing else: sessions in the database (@fastify/session, HttpOnly SameSite cookies), CSRF tokens on
  * every form (@fastify/csrf-protection), security headers with a strict CSP (@fastify/helmet) and a rate limit on
- * sign-in (@fastify/rate-limit). docs/console.md and docs/decisions.md (issue 11) say why.
+ * sign-in (@fastify/rate-limit). README.md (section Console) says what each page does; docs/decisions.md (issue 11,
+ * "The workspace settings console") says why.
  */
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';
@@ -23,6 +24,7 @@ import type { Revoker } from '../../forwarder/revoker.js';
 import type { Db } from '../../shared/db/db.js';
 import { repoRoot } from '../../shared/repo-root.js';
 import type { ConsoleUser, Membership } from '../user-repo.js';
+import { UnstorableFormValueError, unstorableFormValue } from './form-values.js';
 import { settingsRoutes } from './settings-routes.js';
 import { DbSessionStore } from './session-store.js';
 import { signInRoutes } from './sign-in-routes.js';
@@ -119,6 +121,8 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
         baseUri: ["'none'"],
       },
     },
+    // For browsers without CSP's frame-ancestors: the same 'none' (helmet's default would be SAMEORIGIN).
+    xFrameOptions: { action: 'deny' },
     strictTransportSecurity: https,
     referrerPolicy: { policy: 'same-origin' },
   });
@@ -155,6 +159,13 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
   app.setNotFoundHandler(async (request, reply) =>
     renderPage(request, reply, 'error', { title: 'Not found', heading: 'Not found', message: `There is no console page at ${request.url.split('?')[0]}.` }, 404),
   );
+  // Every form value must be storable (U+0000, lone surrogates: 400), checked once the body is parsed, before any
+  // route runs: urlencoded forms do not go through the JSON parser's checks. The query too: a GET form (Activity's
+  // "Why this field") looks its value up in the database.
+  app.addHook('preValidation', async (request) => {
+    const problem = unstorableFormValue(request.query) ?? (request.method === 'POST' ? unstorableFormValue(request.body) : undefined);
+    if (problem) throw new UnstorableFormValueError(problem);
+  });
   // Every form post carries its CSRF token; checked once the body is parsed.
   app.addHook('preHandler', (request, reply, done) => {
     if (request.method === 'POST') app.csrfProtection(request, reply, done);
