@@ -6,6 +6,7 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverEvent, sgtmEvent, webEvent } from '../../test/helpers/factories.js';
+import { postInPieces } from '../../test/helpers/http.js';
 import { ADMIN, buildTestApp, topicRows, type TestApp } from '../../test/helpers/in-process.js';
 import { Topics } from '../shared/topics.js';
 import { unstorable } from './validation/json-body.js';
@@ -173,30 +174,8 @@ describe('over a real socket: oversized requests get answers a common client can
     base = await t.app.listen({ port: 0, host: '127.0.0.1' });
   });
 
-  /** Writes the whole body first, then reads the answer, as curl and most HTTP clients do. */
-  async function rawPost(path: string, headers: Record<string, string>, body: Buffer): Promise<{ status: number; headers: Record<string, unknown>; body: string }> {
-    const { request } = await import('node:http');
-    return new Promise((resolve, reject) => {
-      const req = request(`${base}${path}`, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } }, (res) => {
-        let text = '';
-        res.setEncoding('utf8');
-        res.on('data', (c: string) => (text += c));
-        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: text }));
-      });
-      req.on('error', reject);
-      // Like a client on a slower link: the body goes out in pieces while the server has already answered.
-      void (async () => {
-        for (let at = 0; at < body.length; at += 256 * 1024) {
-          if (!req.write(body.subarray(at, at + 256 * 1024))) await new Promise((r) => req.once('drain', r));
-          await new Promise((r) => setTimeout(r, 5));
-        }
-        req.end();
-      })().catch(reject);
-    });
-  }
-
   it.each(ENDPOINTS)('endpoint %s: a 12 MB body gets a readable 413 in its format', async (_n, url, _body, format) => {
-    const res = await rawPost(url, { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, Buffer.alloc(12 * 1024 * 1024, 0x20));
+    const res = await postInPieces(`${base}${url}`, { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, Buffer.alloc(12 * 1024 * 1024, 0x20));
     expect(res.status).toBe(413);
     const parsed = JSON.parse(res.body);
     if (format === 'problem') expect(parsed.type).toBe('http://ingest.test/problems/payload-too-large');

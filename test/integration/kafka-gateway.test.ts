@@ -9,6 +9,7 @@ import type { EventEnvelope } from '../../services/shared/envelope.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
+import { postInPieces } from '../helpers/http.js';
 import { webEvent } from '../helpers/factories.js';
 import { freshDatabase, infraEnv, kafkaKit, tally, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN } from '../helpers/service-process.js';
@@ -77,4 +78,33 @@ describe('two gateway replicas, roles in separate processes', () => {
 
     for (const p of [g1, g2, console_, dedupe]) expect(await p.stop()).toBe(0);
   });
+
+  it('answers a 12 MB body with a 413 that common clients read, stores nothing of it and keeps serving (issue 14, finding 6)', async () => {
+    const prefix = `${kit.groupPrefix}gw413-`;
+    const start = (role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
+    const [console_, gateway] = await Promise.all([start('console'), start('gateway')]);
+    const admin = adminClient(console_.url, TEST_ADMIN_TOKEN);
+    const ws = (await admin.createWorkspace('oversized')).id;
+    const key = (await admin.createKey(ws, 'live')).key;
+    const fromRaw = await kit.ends(Topics.eventsRaw);
+    const huge = Buffer.alloc(12 * 1024 * 1024, 0x20);
+    const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
+
+    // fetch (undici) sends the whole body at once; node:http below sends it in pieces, as a slower link would.
+    const viaFetch = await fetch(`${gateway.url}/v1/events`, { method: 'POST', headers, body: huge });
+    expect(viaFetch.status).toBe(413);
+    expect(viaFetch.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+    expect((await viaFetch.json()).type).toMatch(/\/problems\/payload-too-large$/);
+    const viaHttp = await postInPieces(`${gateway.url}/v1/sgtm`, headers, huge);
+    expect(viaHttp.status).toBe(413);
+    expect(Object.keys(JSON.parse(viaHttp.body)).sort()).toEqual(['error', 'message']);
+
+    // Still serving: a small batch of the same workspace is accepted, and it is all that reached events.raw.
+    const ok = await fetch(`${gateway.url}/v1/events`, { method: 'POST', headers, body: JSON.stringify([webEvent()]) });
+    expect(ok.status).toBe(202);
+    const raw = (await kit.read<EventEnvelope>(Topics.eventsRaw, fromRaw)).filter((r) => r.value.workspace_id === ws);
+    expect(raw).toHaveLength(1);
+    for (const p of [gateway, console_]) expect(await p.stop()).toBe(0);
+  });
 });
+
