@@ -1,8 +1,8 @@
 /**
  * The broker stopped for 20 s in mid-stream (infra/local/kafka.sh stop / start, on a broker of this file's own) while
- * senders keep posting to the gateway: while it is down the gateway answers 503 (never 202) and /readyz is 503; once
- * it is back, every event answered 202 (before, during the stop, after) reaches events.raw and passes dedupe exactly
- * once.
+ * senders keep posting to the gateway: while it is down the gateway answers 503 (never 202), /readyz is 503 and
+ * dependency_up{dependency="kafka"} is 0; once it is back, every event answered 202 (before, during the stop, after)
+ * reaches events.raw and passes dedupe exactly once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../services/shared/envelope.js';
@@ -55,6 +55,7 @@ describe('the broker down for 20 s', () => {
 
     const attempts: Attempt[] = [];
     const readiness: Array<{ at: number; status: number }> = [];
+    const kafkaUp: Array<{ at: number; value: number }> = [];
     let posting = true;
     let n = 0;
     const sender = async (): Promise<void> => {
@@ -82,6 +83,10 @@ describe('the broker down for 20 s', () => {
         const r = await fetch(`${svc.url}/readyz`).catch(() => undefined);
         readiness.push({ at: Date.now(), status: r?.status ?? 0 });
         await r?.arrayBuffer();
+        // The scrape-time probe an SRE's KafkaUnreachable alert reads.
+        const metrics = await fetch(svc.metricsUrl).then((m) => m.text()).catch(() => '');
+        const up = /^dependency_up\{dependency="kafka"\} (\d+)$/m.exec(metrics);
+        if (up) kafkaUp.push({ at: Date.now(), value: Number(up[1]) });
         await new Promise((r) => setTimeout(r, 250));
       }
     };
@@ -106,6 +111,11 @@ describe('the broker down for 20 s', () => {
     expect(readiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).map((r) => r.status)).not.toContain(200);
     expect(readiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).length).toBeGreaterThan(10);
     expect(readiness.at(-1)!.status).toBe(200);
+    // dependency_up{dependency="kafka"}: 1 before, 0 while down (after the 1 s probe timeout), 1 again at the end.
+    expect(kafkaUp.filter((u) => u.at < stopBegan).map((u) => u.value)).toContain(1);
+    expect(kafkaUp.filter((u) => u.at > down + 2_000 && u.at < startBegan).map((u) => u.value)).toContain(0);
+    expect(kafkaUp.filter((u) => u.at > down + 2_000 && u.at < startBegan).map((u) => u.value)).not.toContain(1);
+    expect(kafkaUp.at(-1)!.value).toBe(1);
     expect(attempts.every((a) => a.status === 202 || a.status === 503)).toBe(true);
 
     // Everything accepted is on events.raw and passed dedupe exactly once.
