@@ -1,7 +1,7 @@
 /**
  * The broker stopped for 20 s in mid-stream (infra/local/kafka.sh stop / start, on a broker of this file's own) while
- * senders keep posting to the gateway: while it is down the gateway answers 503 (never 202), /readyz is 503 and
- * dependency_up{dependency="kafka"} is 0; once it is back, every event answered 202 (before, during the stop, after)
+ * senders keep posting to the gateway: while it is down the gateway answers 503 (never 202), /readyz is 503 (on PORT
+ * and METRICS_PORT) and dependency_up{dependency="kafka"} is 0; once it is back, every event answered 202 (before, during the stop, after)
  * reaches events.raw and passes dedupe exactly once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -56,6 +56,7 @@ describe('the broker down for 20 s', () => {
     const attempts: Attempt[] = [];
     const readiness: Array<{ at: number; status: number }> = [];
     const kafkaUp: Array<{ at: number; value: number }> = [];
+    const metricsReadiness: Array<{ at: number; status: number }> = [];
     let posting = true;
     let n = 0;
     const sender = async (): Promise<void> => {
@@ -84,6 +85,9 @@ describe('the broker down for 20 s', () => {
         readiness.push({ at: Date.now(), status: r?.status ?? 0 });
         await r?.arrayBuffer();
         // The scrape-time probe an SRE's KafkaUnreachable alert reads.
+        const m = await fetch(svc.metricsUrl.replace(/\/metrics$/, '/readyz')).catch(() => undefined);
+        metricsReadiness.push({ at: Date.now(), status: m?.status ?? 0 });
+        await m?.arrayBuffer();
         const metrics = await fetch(svc.metricsUrl).then((m) => m.text()).catch(() => '');
         const up = /^dependency_up\{dependency="kafka"\} (\d+)$/m.exec(metrics);
         if (up) kafkaUp.push({ at: Date.now(), value: Number(up[1]) });
@@ -111,6 +115,10 @@ describe('the broker down for 20 s', () => {
     expect(readiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).map((r) => r.status)).not.toContain(200);
     expect(readiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).length).toBeGreaterThan(10);
     expect(readiness.at(-1)!.status).toBe(200);
+    // The metrics port's /readyz gives the same answer.
+    expect(metricsReadiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).map((r) => r.status)).not.toContain(200);
+    expect(metricsReadiness.filter((r) => r.at > down + 2_000 && r.at < startBegan).map((r) => r.status)).toContain(503);
+    expect(metricsReadiness.at(-1)!.status).toBe(200);
     // dependency_up{dependency="kafka"}: 1 before, 0 while down (after the 1 s probe timeout), 1 again at the end.
     expect(kafkaUp.filter((u) => u.at < stopBegan).map((u) => u.value)).toContain(1);
     expect(kafkaUp.filter((u) => u.at > down + 2_000 && u.at < startBegan).map((u) => u.value)).toContain(0);
