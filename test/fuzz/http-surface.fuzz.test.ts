@@ -281,7 +281,9 @@ describe.each([
         const marker = 'MARKER';
         // Free-form fields of a valid event (event_data on A, event_payload on B) carry the marked string and key.
         const extra = { note: `a${marker}b`, [`k${marker}`]: 1 };
-        const events = name === 'A' ? [webEvent({ event_data: extra })] : [sgtmEvent({ event_payload: extra })];
+        const event = name === 'A' ? webEvent() : sgtmEvent();
+        Object.assign('event_data' in event ? event.event_data : event.event_payload, extra);
+        const events = [event];
         const good = Buffer.from(JSON.stringify(events));
         const at =
           place === 'a string' ? good.indexOf(`a${marker}b`) + 1 + marker.length : place === 'a key' ? good.indexOf(`k${marker}`) + 1 : offset % (good.length + 1);
