@@ -3,9 +3,10 @@
  * body gets 408. Real sockets against the in-process app (real store and log).
  */
 import { connect, type Socket } from 'node:net';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { buildTestApp, type TestApp } from '../../test/helpers/in-process.js';
+import { inFlightRequests } from './overload.js';
 
 // One app per configuration, shared by the tests that use it (building one takes seconds on a loaded machine).
 const apps = new Map<string, Promise<{ t: TestApp; base: URL; key: string }>>();
@@ -81,7 +82,9 @@ describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
   it('past GATEWAY_MAX_IN_FLIGHT: a fast 503 with Retry-After in the endpoint format; accepted again once they finish', async () => {
     const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '2' });
     const held = [rawRequest(base, path, key, body(), { holdBodyAfter: 5 }), rawRequest(base, path, key, body(), { holdBodyAfter: 5 })];
-    await new Promise((r) => setTimeout(r, 150)); // both are in progress (waiting for their bodies)
+    // Both are in progress (counted, waiting for their bodies): the count the shed decision reads, as the gauge
+    // shows it (one process-wide gauge; the tests of this file run one at a time, so only this app has requests open).
+    await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(2), { timeout: 1_000, interval: 5 });
     const shed = await rawRequest(base, path, key, body()).answer;
     expect(shed.status).toBe(503);
     expect(shed.tookMs).toBeLessThan(500);

@@ -2,13 +2,20 @@
  * Property-based fuzzing of the HTTP surface (issue 14) with fast-check, in-process (`app.inject`, the real app,
  * store and log): both ingestion endpoints' bodies and headers, and the admin API. Properties:
  * - no answer is a 5xx;
- * - an invalid request is never answered 2xx (and stores nothing);
+ * - an invalid request is never answered 2xx (and stores nothing); where the suite can decide invalidity cheaply
+ *   and on its own (bytes that are not UTF-8; a string or key holding U+0000 or a lone surrogate; a number out of
+ *   the double range or longer than LIMITS.maxNumberChars; nesting deeper than LIMITS.maxJsonDepth), it is a 4xx;
+ *   bytes that are not UTF-8 are a 400 `malformed-json`;
  * - a valid request is answered 2xx;
  * - the service is ready afterwards.
- * About 3,500 generated requests per run; `FUZZ_RUNS` scales the case count (e.g. a nightly deep run).
+ * 4,200 generated requests per run: per endpoint 500 arbitrary bodies, 700 mutated events, 400 header sets and
+ * 100 bodies with invalid UTF-8; on the admin API 500 bodies and 300 paths. `FUZZ_RUNS` scales the case count
+ * (e.g. a nightly deep run).
  */
+import { isUtf8 } from 'node:buffer';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LIMITS } from '../../services/gateway/validation/limits.js';
 import { Topics } from '../../services/shared/topics.js';
 import { sgtmEvent, webEvent, serverEvent } from '../helpers/factories.js';
 import { ADMIN, buildTestApp, type TestApp } from '../helpers/in-process.js';
@@ -50,12 +57,105 @@ const anyJson = fc.letrec((tie) => ({
   ),
 })).value;
 
-/** Raw body texts, valid JSON or not. */
-const rawBody = fc.oneof(
+/**
+ * Byte sequences that are not UTF-8 (RFC 3629): overlong forms, encoded surrogates, bytes that never occur, lone
+ * continuation bytes, truncated sequences, code points past U+10FFFF.
+ */
+const badUtf8 = fc.constantFrom(
+  [0xc0, 0xaf], // overlong "/"
+  [0xc1, 0xbf],
+  [0xe0, 0x80, 0xaf], // overlong "/" in three bytes
+  [0xf0, 0x80, 0x80, 0xaf], // ... and in four
+  [0xed, 0xa0, 0x80], // U+D800 encoded
+  [0xed, 0xbf, 0xbf], // U+DFFF encoded
+  [0xed, 0xa0, 0xbd, 0xed, 0xb8, 0x80], // a surrogate pair encoded as two three-byte sequences (CESU-8)
+  [0xff],
+  [0xfe, 0xff],
+  [0x80],
+  [0xbf, 0x80],
+  [0xc3], // a lead byte with nothing after it
+  [0xe2, 0x82],
+  [0xf4, 0x90, 0x80, 0x80], // past U+10FFFF
+  [0xf8, 0x88, 0x80, 0x80, 0x80],
+).map((bytes) => Buffer.from(bytes));
+
+/** Raw bodies, valid JSON or not; some are bytes that are not UTF-8 (sent as they are). */
+const rawBody: fc.Arbitrary<string | Buffer> = fc.oneof(
   anyJson.map((v) => JSON.stringify(v) ?? 'null'),
   fc.string({ maxLength: 200 }),
   fc.constantFrom('', '[', '[]', '{}', 'null', '[1e400]', `[${'9'.repeat(400)}]`, '['.repeat(5000) + ']'.repeat(5000), '[{"__proto__":{}}]'),
-  fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b).toString('latin1')),
+  fc.uint8Array({ maxLength: 200 }).map((b) => Buffer.from(b)),
+  fc.tuple(fc.string({ maxLength: 60 }), badUtf8, fc.string({ maxLength: 60 })).map(([a, bad, b]) => Buffer.concat([Buffer.from(a), bad, Buffer.from(b)])),
+);
+
+/** A number literal written into the body as it is (JSON.stringify cannot write 1e400). */
+class RawNumber {
+  constructor(readonly text: string) {}
+}
+
+/** JSON text of a value that may hold RawNumbers. */
+function toJson(value: unknown): string {
+  const raws: string[] = [];
+  const text = JSON.stringify(value, (_k, v: unknown) => (v instanceof RawNumber ? `\u0001raw${raws.push(v.text) - 1}\u0001` : v)) ?? 'null';
+  return text.replace(/"\\u0001raw(\d+)\\u0001"/g, (_m, i: string) => raws[Number(i)]!);
+}
+
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const unstorableString = (s: string): boolean => s.includes('\u0000') || LONE_SURROGATE.test(s);
+
+/**
+ * Why a body (as a value, the top level counting as depth 1) must be refused by a rule the suite decides on its
+ * own, or undefined. Iterative: the values can be deep.
+ */
+function mustBeRefused(body: unknown): string | undefined {
+  const stack: Array<{ v: unknown; depth: number }> = [{ v: body, depth: 1 }];
+  while (stack.length > 0) {
+    const { v, depth } = stack.pop()!;
+    if (typeof v === 'string' && unstorableString(v)) return `string ${JSON.stringify(v).slice(0, 40)}`;
+    if (v instanceof RawNumber) {
+      if (v.text.length > LIMITS.maxNumberChars) return `a number of ${v.text.length} characters`;
+      if (!Number.isFinite(Number(v.text))) return `number ${v.text.slice(0, 40)} out of range`;
+      continue;
+    }
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > LIMITS.maxJsonDepth) return `nesting ${depth} deep`;
+    for (const [k, child] of Object.entries(v)) {
+      if (!Array.isArray(v) && unstorableString(k)) return `key ${JSON.stringify(k).slice(0, 40)}`;
+      stack.push({ v: child, depth: depth + 1 });
+    }
+  }
+  return undefined;
+}
+
+/** Number literals, most of them ones the service must refuse (out of range, too long). */
+const rawNumber = fc
+  .oneof(
+    fc.constantFrom('1e400', '-1e400', '1E+309', '-2e308', '1.8e308', '9'.repeat(LIMITS.maxNumberChars + 1), `0.${'1'.repeat(LIMITS.maxNumberChars)}`),
+    fc.integer({ min: 309, max: 100_000 }).map((e) => `1e${e}`),
+    fc.integer({ min: LIMITS.maxNumberChars + 1, max: 2_000 }).map((n) => '7'.repeat(n)),
+    // Near the edges, but storable: 1.7976931348623157e308 is the largest double; 1e-400 is 0; 100 characters.
+    fc.constantFrom('1.7976931348623157e308', '1e-400', '-0', `0.${'5'.repeat(LIMITS.maxNumberChars - 2)}`),
+  )
+  .map((text) => new RawNumber(text));
+
+/** A string holding U+0000 or a lone surrogate somewhere. */
+const unstorableText = fc
+  .tuple(fc.string({ maxLength: 10 }), fc.constantFrom('\u0000', '\ud800', '\udbff', '\udc00', '\udfff', 'x\u0000'), fc.string({ maxLength: 10 }))
+  .map(([a, bad, b]) => a + bad + b);
+
+/** Arrays and objects nested past the depth limit, around any value. */
+const tooDeep = fc
+  .tuple(fc.array(fc.boolean(), { minLength: LIMITS.maxJsonDepth, maxLength: LIMITS.maxJsonDepth + 40 }), anyJson)
+  .map(([levels, leaf]) => levels.reduce<unknown>((inner, asArray) => (asArray ? [inner] : { k: inner }), leaf));
+
+/** Values with something in them the service must refuse, alone or next to good ones. */
+const refusable = fc.oneof(
+  unstorableText,
+  fc.tuple(unstorableText, anyJson).map(([k, v]) => ({ [k]: v })),
+  rawNumber,
+  tooDeep,
+  fc.tuple(anyJson, fc.oneof(unstorableText, rawNumber)).map(([good, bad]) => [good, bad]),
+  fc.tuple(anyJson, fc.oneof(unstorableText, rawNumber)).map(([good, bad]) => ({ ok: good, bad })),
 );
 
 /** Mutations of a valid event: a field replaced by any JSON value, removed, or a string field made nasty. */
@@ -99,6 +199,14 @@ function expectNo5xx(res: Answer, what: string): void {
   expect(res.statusCode, `${what} → ${res.statusCode} ${res.body.slice(0, 300)}`).toBeLessThan(500);
 }
 
+/** 400 `malformed-json` in the endpoint's format (A: a problem document; B: `{error, message}` naming UTF-8). */
+function expectMalformedUtf8(res: Answer, url: string, what: string): void {
+  expect(res.statusCode, `${what} → ${res.statusCode} ${res.body.slice(0, 300)}`).toBe(400);
+  const doc = res.json();
+  if (url === '/v1/events') expect(doc.type, what).toBe('http://ingest.test/problems/malformed-json');
+  else expect(doc, what).toEqual({ error: 'Invalid request format', message: expect.stringContaining('UTF-8') });
+}
+
 async function post(url: string, payload: string | Buffer, headers: Record<string, string>): Promise<Answer> {
   const h: Record<string, string> = { authorization: `Bearer ${key}`, 'content-type': 'application/json', ...headers };
   if (h.authorization === 'VALID') h.authorization = `Bearer ${key}`;
@@ -115,30 +223,36 @@ describe.each([
       fc.asyncProperty(rawBody, async (body) => {
         const before = await stored();
         const res = await post(url, body, {});
-        expectNo5xx(res, `body ${JSON.stringify(body.slice(0, 80))}`);
+        const what = typeof body === 'string' ? JSON.stringify(body.slice(0, 80)) : `bytes ${body.subarray(0, 80).toString('hex')}`;
+        expectNo5xx(res, `body ${what}`);
+        if (typeof body !== 'string' && !isUtf8(body)) {
+          expectMalformedUtf8(res, url, what);
+          expect(await stored()).toBe(before);
+          return;
+        }
         let parsed: unknown;
         try {
-          parsed = JSON.parse(body);
+          parsed = JSON.parse(body.toString());
         } catch {
           parsed = undefined;
         }
         const couldBeValid = Array.isArray(parsed) && parsed.length > 0 && parsed.every((e) => e !== null && typeof e === 'object');
         if (!couldBeValid) {
-          expect(res.statusCode, body.slice(0, 80)).toBeGreaterThanOrEqual(400);
+          expect(res.statusCode, what).toBeGreaterThanOrEqual(400);
           expect(await stored()).toBe(before);
         }
       }),
-      { numRuns: runs(600) },
+      { numRuns: runs(500) },
     );
   });
 
-  it('mutated events: never 5xx; refused requests store nothing; accepted ones are stored whole', { timeout: 180_000 }, async () => {
+  it('mutated events: never 5xx; an unstorable value, number or depth is a 4xx; refused requests store nothing; accepted ones are stored whole', { timeout: 180_000 }, async () => {
     const paths = name === 'A' ? A_PATHS : B_PATHS;
     await fc.assert(
       fc.asyncProperty(
         fc.integer({ min: 1, max: 4 }),
         fc.constantFrom(...paths),
-        anyJson,
+        fc.oneof({ arbitrary: anyJson, weight: 2 }, { arbitrary: refusable, weight: 1 }),
         fc.boolean(),
         fc.boolean(),
         async (count, path, value, remove, server) => {
@@ -146,14 +260,42 @@ describe.each([
           const events: object[] = Array.from({ length: count }, make);
           events[count - 1] = mutate(events[count - 1]!, path, value, remove);
           const before = await stored();
-          const res = await post(url, JSON.stringify(events), {});
-          expectNo5xx(res, `${path.join('.')} = ${JSON.stringify(value)?.slice(0, 80)}`);
+          const res = await post(url, toJson(events), {});
+          const what = `${path.join('.')} ${remove ? 'removed' : `= ${toJson(value).slice(0, 80)}`}`;
+          expectNo5xx(res, what);
+          // Decided on what is sent (a mutation under a missing parent changes nothing).
+          const refuse = mustBeRefused(events);
+          if (refuse) expect(res.statusCode, `${what}: ${refuse}`).toBeGreaterThanOrEqual(400);
           const after = await stored();
           if (res.statusCode >= 400) expect(after).toBe(before);
           else expect(after - before).toBe(count);
         },
       ),
       { numRuns: runs(700) },
+    );
+  });
+
+  it('bytes that are not UTF-8, inside a string or anywhere in a valid batch: 400 malformed-json, nothing stored', { timeout: 60_000 }, async () => {
+    await fc.assert(
+      fc.asyncProperty(badUtf8, fc.constantFrom('a string', 'a key', 'anywhere'), fc.nat(), async (bad, place, offset) => {
+        const marker = 'MARKER';
+        // Free-form fields of a valid event (event_data on A, event_payload on B) carry the marked string and key.
+        const extra = { note: `a${marker}b`, [`k${marker}`]: 1 };
+        const event = name === 'A' ? webEvent() : sgtmEvent();
+        Object.assign('event_data' in event ? event.event_data : event.event_payload, extra);
+        const events = [event];
+        const good = Buffer.from(JSON.stringify(events));
+        const at =
+          place === 'a string' ? good.indexOf(`a${marker}b`) + 1 + marker.length : place === 'a key' ? good.indexOf(`k${marker}`) + 1 : offset % (good.length + 1);
+        const payload = Buffer.concat([good.subarray(0, at), bad, good.subarray(at)]);
+        // The generator's own check (node's validator, not the service's decoder): these bytes are not UTF-8.
+        expect(isUtf8(payload)).toBe(false);
+        const before = await stored();
+        const res = await post(url, payload, {});
+        expectMalformedUtf8(res, url, `${bad.toString('hex')} in ${place}`);
+        expect(await stored()).toBe(before);
+      }),
+      { numRuns: runs(100) },
     );
   });
 
@@ -200,9 +342,8 @@ describe('admin API', () => {
           expectNo5xx(res, `${route} ${contentType} ${JSON.stringify(body)?.slice(0, 80)}`);
           if (contentType !== 'application/json') expect(res.statusCode).toBe(415);
           const b = body as Record<string, unknown> | null;
-          // A name must hold something besides whitespace (services/console/routes/workspaces.ts: pattern '\S') and be
-          // storable (no U+0000, no lone surrogates); anything else is refused.
-          const plainName = b !== null && typeof b === 'object' && typeof b.name === 'string' && /\S/.test(b.name) && !/\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(b.name);
+          // A name must hold something other than white space (services/console/routes/workspaces.ts) and be storable.
+          const plainName = b !== null && typeof b === 'object' && typeof b.name === 'string' && /\S/u.test(b.name) && !unstorableString(b.name);
           if (route === 'POST /admin/v1/workspaces' && !plainName) expect(res.statusCode).toBeGreaterThanOrEqual(400);
         },
       ),

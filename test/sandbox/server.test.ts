@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { PlatformCode } from './codes.js';
 import { startSandbox, type RunningSandbox } from './server.js';
 import { obtainTokens, validRecord } from './testkit.js';
@@ -91,8 +91,10 @@ describe('sandbox over a real socket', () => {
         signal: AbortSignal.timeout(200),
       }),
     ).rejects.toThrow();
-    await new Promise((r) => setTimeout(r, 900));
-    const received = (await (await fetch(`${s.controlUrl}/received?event_id=slow-1`)).json()) as { count: number };
-    expect(received.count).toBe(1);
+    // The held call goes on after the client gave up (800 ms after it arrived): wait for the event to show, not a
+    // fixed time. A sandbox that drops the call never shows it, and the wait fails.
+    const count = async () => ((await (await fetch(`${s.controlUrl}/received?event_id=slow-1`)).json()) as { count: number }).count;
+    await vi.waitFor(async () => expect(await count()).toBeGreaterThan(0), { timeout: 10_000, interval: 50 });
+    expect(await count()).toBe(1);
   });
 });

@@ -72,6 +72,8 @@ describe('batching', () => {
     expect(errors).toEqual([]);
     // (a loaded service may answer 503 and a batch goes again: look at what was accepted)
     expect(since(from).filter((r) => r.status === 202).map((r) => r.events)).toEqual([500, 500, 200]);
+    // Every request carried the dated version that has event time (as the proxy, a real HTTP server, saw it).
+    expect(new Set(since(from).map((r) => r.apiVersion))).toEqual(new Set(['2026-12-01']));
     expect(c.stats).toMatchObject({ delivered: 1200, failed: 0 });
     expect(c.queueDepth).toBe(0);
   });
@@ -107,14 +109,21 @@ describe('batching', () => {
     await c.shutdown();
   });
 
-  it('keeps a given idempotency key and sends the event time', async () => {
+  it('keeps a given idempotency key and sends the event time, under API-Version 2026-12-01', async () => {
     const { ws, key } = await workspace();
-    const { c } = client(key);
+    const { c, errors } = client(key);
+    const from = proxy.seen.length;
     const at = new Date(Date.now() - 26 * 3600_000);
     const k = c.track(event({ event_time: at, event_metadata: { ...event().event_metadata, idempotency_key: 'order-77' } }));
     expect(k).toBe('order-77');
     mustArrive.get(ws)!.add(k);
     await c.shutdown();
+    expect(errors).toEqual([]);
+    // The request that carried the event also carried the dated header: without it the service ignores event_time.
+    // (What the service recorded, version and time, is checked in "what the service holds".)
+    const carried = since(from).filter((r) => r.keys.includes('order-77'));
+    expect(carried.length).toBeGreaterThan(0);
+    for (const r of carried) expect(r.apiVersion).toBe('2026-12-01');
     eventTimes.set('order-77', at.getTime());
   });
 });
@@ -326,13 +335,19 @@ describe('what the service holds', () => {
   it('every event given to a client is accepted exactly once', async () => {
     await dedupeDrained(admin);
     await svc.stop();
-    const deduped = await readTopic<{ workspace_id: string; idempotency_key: string; event_time?: number }>(svc.dataDir, 'events.deduped');
+    const deduped = await readTopic<{ workspace_id: string; idempotency_key: string; api_version: string | null; event_time?: number }>(
+      svc.dataDir,
+      'events.deduped',
+    );
     for (const [ws, keys] of mustArrive) {
       const got = deduped.filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key);
       expect(got.length, `workspace ${ws}`).toBe(keys.size);
       expect(new Set(got)).toEqual(keys);
     }
     const timed = deduped.find((r) => r.value.idempotency_key === 'order-77')!;
+    // The service received the dated API-Version with the event (it records the version it read from the header)
+    // and so took the event's own time, not the receive time.
+    expect(timed.value.api_version).toBe('2026-12-01');
     expect(Math.floor(timed.value.event_time! / 1000)).toBe(Math.floor(eventTimes.get('order-77')! / 1000));
   }, 180_000);
 });

@@ -1,6 +1,7 @@
 /**
  * A real HTTP proxy in front of the real service that can answer for it (a 503 storm, a 413) or lose its answer
- * after the service accepted (the case idempotency keys exist for). Records what went through.
+ * after the service accepted (the case idempotency keys exist for). Records what went through (and the API-Version
+ * header each request carried).
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +18,8 @@ export interface SeenRequest {
   readonly bytes: number;
   readonly events: number;
   readonly keys: readonly string[];
+  /** The request's API-Version header, as it arrived. */
+  readonly apiVersion: string | undefined;
   /** What the client got. */
   status: number;
 }
@@ -53,6 +56,7 @@ export async function startFaultProxy(target: () => string): Promise<FaultProxy>
       bytes: body.length,
       events: Array.isArray(events) ? events.length : 0,
       keys: Array.isArray(events) ? events.map((e) => e.event_metadata?.idempotency_key ?? '') : [],
+      apiVersion: typeof req.headers['api-version'] === 'string' ? req.headers['api-version'] : undefined,
       status: 0,
     };
     seen.push(record);
