@@ -16,6 +16,7 @@ import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
 import { hasTaskset } from './lib/proc.js';
 import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
 import { benchKafkaClient } from './kafka-client.js';
+import { benchOverload } from './overload.js';
 import { benchPipeline } from './pipeline.js';
 import { benchReplayImpact } from './replay.js';
 
@@ -24,7 +25,7 @@ const started = Date.now();
 const sha = gitSha();
 const date = new Date().toISOString();
 
-const ALL = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
+const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
 const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
 const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
@@ -71,7 +72,7 @@ async function attempt(name: string, fn: () => Promise<void>): Promise<void> {
 async function main(): Promise<void> {
   log(`bench: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, git ${sha}`);
   log(`cores: ${cores}`);
-  const needKafka = selected('gateway-kafka') || selected('pipeline-kafka') || selected('replay-impact-kafka') || selected('kafka-client');
+  const needKafka = selected('gateway-kafka') || selected('gateway-overload-kafka') || selected('pipeline-kafka') || selected('replay-impact-kafka') || selected('kafka-client');
   const kenv = needKafka ? await kafkaEnv(log) : undefined;
 
   for (const runtime of ['embedded', 'kafka'] as const) {
@@ -98,6 +99,19 @@ async function main(): Promise<void> {
       gatewayResult(name, s, baseline, notes, { service: strip(s), baseline: strip(baseline), ...(run.whatif ? { whatif: strip(run.whatif) } : {}) }),
     );
     log(`  → ${file}`);
+    });
+  }
+
+  for (const runtime of ['embedded', 'kafka'] as const) {
+    const name = `gateway-overload-${runtime}` as const;
+    if (!selected(name)) continue;
+    if (runtime === 'kafka' && !kenv?.ready) {
+      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+      continue;
+    }
+    await attempt(name, async () => {
+      const r = await benchOverload(runtime, runtime === 'kafka' ? kenv!.env : {}, log);
+      log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
     });
   }
 

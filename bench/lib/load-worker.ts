@@ -44,6 +44,8 @@ export interface LoadResult {
   /** Answered 2xx per second. */
   readonly okPerSec: number;
   readonly latencyMs: { readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number; readonly mean: number };
+  /** closed loop: the latency of every answer, 2xx or not (what a client waits for, shed or served). */
+  readonly answerLatencyMs?: LoadResult['latencyMs'];
   readonly statuses: Record<string, number>;
   readonly startedAt: number;
   /** open loop: how late the generator sent requests after their due time (ms); large values mean it fell behind. */
@@ -77,6 +79,7 @@ function bodiesFor(spec: LoadSpec): string[] {
 async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
   let next = 0;
   const latencies: number[] = [];
+  const answerLatencies: number[] = [];
   const statuses: Record<string, number> = {};
   const completions: Array<[number, number, number]> = [];
   const startedAt = Date.now();
@@ -103,6 +106,7 @@ async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
   } as any);
   instance.on('response', (_client: unknown, status: number, _bytes: number, responseTime: number) => {
     statuses[status] = (statuses[status] ?? 0) + 1;
+    answerLatencies.push(responseTime);
     if (status >= 200 && status < 300) latencies.push(responseTime);
   });
   const result: any = await instance;
@@ -117,6 +121,7 @@ async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
     durationSec,
     okPerSec: ok / durationSec,
     latencyMs: summarise(latencies),
+    answerLatencyMs: summarise(answerLatencies),
     statuses,
     startedAt,
     completions: spec.recordCompletions ? completions : undefined,

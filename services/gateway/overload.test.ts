@@ -78,6 +78,26 @@ const ENDPOINTS = [
   ['B', '/v1/sgtm', () => JSON.stringify([sgtmEvent()]), 'sgtm'],
 ] as const;
 
+describe('the bytes bound (GATEWAY_MAX_IN_FLIGHT_BYTES)', () => {
+  // ~600 KB of events: two of them are more than the 1 MiB bound, one of them and a small batch are not.
+  const big = (): string => JSON.stringify(Array.from({ length: 30 }, () => webEvent({ event_data: { value: 1, note: 'x'.repeat(20_000) } })));
+
+  it('sheds a request whose declared body would pass the bound while others are in progress, takes smaller ones', async () => {
+    const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT_BYTES: '1048576' });
+    const held = rawRequest(base, '/v1/events', key, big(), { holdBodyAfter: 5 });
+    await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(1), { timeout: 1_000, interval: 5 });
+    const shed = await rawRequest(base, '/v1/events', key, big()).answer;
+    expect(shed.status).toBe(503);
+    expect(shed.headers).toMatch(/\r\nretry-after: 1\r\n/i);
+    expect(JSON.parse(shed.body)).toMatchObject({ type: 'http://ingest.test/problems/overloaded', detail: expect.stringContaining('1048576 bytes of requests in progress') });
+    expect((await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer).status).toBe(202);
+    held.rest();
+    expect((await held.answer).status).toBe(202);
+    // Alone, a body of any allowed size is taken.
+    expect((await rawRequest(base, '/v1/events', key, big()).answer).status).toBe(202);
+  });
+});
+
 describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
   it('past GATEWAY_MAX_IN_FLIGHT: a fast 503 with Retry-After in the endpoint format; accepted again once they finish', async () => {
     const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '2' });

@@ -3,8 +3,11 @@
  * a request gets a fast 503 with `Retry-After` instead of a place in a queue that answers it seconds late.
  * - Event-loop pressure: @fastify/under-pressure samples the event-loop delay and utilisation; past
  *   GATEWAY_MAX_EVENT_LOOP_DELAY_MS or GATEWAY_MAX_EVENT_LOOP_UTILIZATION, new ingestion requests are shed.
- * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests at once per process; one more is
- *   shed at once (a counter: no library bounds concurrent requests of a Fastify scope).
+ * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests, and at most GATEWAY_MAX_IN_FLIGHT_BYTES
+ *   of their declared bodies, at once per process; one more is shed at once (counters: no library bounds concurrent
+ *   requests of a Fastify scope). The bytes bound is what keeps the deadline: the CPU a request costs grows with its
+ *   events, and 256 requests of 100 events each queued ~2.5 s of parsing and validation behind one another, so
+ *   every client waited past the deadline while nothing was shed (bench/overload.ts measured it).
  * Shedding runs first in the scope's onRequest chain, before the key lookup and before the body is read, so a
  * shed request costs almost nothing. Health, metrics and the admin API are outside this scope: never shed.
  */
@@ -16,6 +19,7 @@ import { IngestError } from './problems.js';
 
 export interface OverloadLimits {
   readonly maxInFlight: number;
+  readonly maxInFlightBytes: number;
   readonly maxEventLoopDelayMs: number;
   readonly maxEventLoopUtilization: number;
 }
@@ -29,6 +33,9 @@ export const shedRequests = new Counter({
   labelNames: ['reason'] as const,
   registers: [registry],
 });
+
+/** What a request without Content-Length (chunked) counts against GATEWAY_MAX_IN_FLIGHT_BYTES. */
+export const UNDECLARED_BODY_BYTES = 65_536;
 
 export const inFlightRequests = new Gauge({
   name: 'gateway_in_flight_requests',
@@ -58,18 +65,29 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
     },
   });
   let inFlight = 0;
-  const counted = new WeakSet<object>();
+  let inFlightBytes = 0;
+  const counted = new WeakMap<object, number>();
   app.addHook('onRequest', async (request) => {
     if (inFlight >= limits.maxInFlight) {
       throw shed('in_flight', `the service is at its limit of ${limits.maxInFlight} requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
     }
+    const declared = Number(request.headers['content-length']);
+    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? declared : UNDECLARED_BODY_BYTES;
+    // One request alone is always taken (the body limit bounds it); past that, the bytes bound decides.
+    if (inFlight > 0 && inFlightBytes + bytes > limits.maxInFlightBytes) {
+      throw shed('in_flight_bytes', `the service is at its limit of ${limits.maxInFlightBytes} bytes of requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
+    }
     inFlight++;
+    inFlightBytes += bytes;
     inFlightRequests.set(inFlight);
-    counted.add(request);
+    counted.set(request, bytes);
   });
   const release = async (request: object): Promise<void> => {
-    if (!counted.delete(request)) return;
+    const bytes = counted.get(request);
+    if (bytes === undefined) return;
+    counted.delete(request);
     inFlight--;
+    inFlightBytes -= bytes;
     inFlightRequests.set(inFlight);
   };
   app.addHook('onResponse', release);

@@ -101,6 +101,8 @@ describe('config: a bad value names the variable in one line', () => {
     ['PLAN_LIMITS', { PLAN_LIMITS: '{"free":{"rps":0,"burst":1}}' }],
     ['PLAN_LIMITS', { PLAN_LIMITS: '{"free":{"rps":1}}' }],
     ['PLATFORM_APP_SECRET', { PLATFORM_APP_ID: 'app' }],
+    ['GATEWAY_MAX_IN_FLIGHT_BYTES', { GATEWAY_MAX_IN_FLIGHT_BYTES: '1000' }],
+    ['GATEWAY_MAX_IN_FLIGHT_BYTES', { GATEWAY_MAX_IN_FLIGHT_BYTES: 'lots' }],
   ])('%s', (variable, env) => {
     let err: unknown;
     try {

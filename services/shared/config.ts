@@ -131,6 +131,7 @@ const envSchema = z.object({
   ERASURE_POLL_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
   /** Overload shedding of the ingestion routes (docs/operations.md, "Overload and limits"). */
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
+  GATEWAY_MAX_IN_FLIGHT_BYTES: z.coerce.number().int().min(1_048_576).max(1_073_741_824).default(4_194_304),
   GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
   GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
 });
@@ -202,6 +203,8 @@ export interface PrivacyConfig {
 export interface GatewayOverloadConfig {
   /** Ingestion requests in progress per process; one more is shed with 503. */
   readonly maxInFlight: number;
+  /** Declared body bytes of the ingestion requests in progress per process; a request that would pass it is shed. */
+  readonly maxInFlightBytes: number;
   /** Event-loop delay (ms) past which new ingestion requests are shed; 0: not checked. */
   readonly maxEventLoopDelayMs: number;
   /** Event-loop utilisation (0..1) past which new ingestion requests are shed; 0: not checked. */
@@ -280,6 +283,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     ),
     overload: {
       maxInFlight: e.GATEWAY_MAX_IN_FLIGHT,
+      maxInFlightBytes: e.GATEWAY_MAX_IN_FLIGHT_BYTES,
       maxEventLoopDelayMs: e.GATEWAY_MAX_EVENT_LOOP_DELAY_MS,
       maxEventLoopUtilization: e.GATEWAY_MAX_EVENT_LOOP_UTILIZATION,
     },
