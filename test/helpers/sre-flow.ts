@@ -10,8 +10,8 @@ import { eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } fro
 import type { RunningSandbox } from '../sandbox/server.js';
 import { newBrowser } from './browser.js';
 import { adminClient } from './admin-client.js';
-import { webEvent } from './factories.js';
 import type { RunningPrometheus } from './prometheus.js';
+import { sha256, webEvent } from './factories.js';
 import { TEST_ADMIN_TOKEN } from './service-process.js';
 import { SETUP } from './workspaces.js';
 
@@ -97,4 +97,37 @@ export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, pr
   // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.
   await new Promise((r) => setTimeout(r, 3_000));
   return { workspace, key, forwardedRequestId: second.body.request_id as string };
+}
+
+/**
+ * What the service's log (its stdout) gets wrong about the flow (empty: all good): one JSON line per request, the
+ * forwarded request's id in the forwarder's batch line and the dead-lettered batch's line, and never a key, the
+ * admin token, an identifier hash or an unredacted token.
+ */
+export function flowLogProblems(output: string, flow: SreFlow): string[] {
+  const problems: string[] = [];
+  const lines = output
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l) as Record<string, any>);
+  const requestLine = lines.find((l) => l.msg === 'request' && l.reqId === flow.forwardedRequestId);
+  if (!requestLine) problems.push('no request line with the forwarded request id');
+  else {
+    const want = { route: '/v1/events', method: 'POST', status: 202, events: 2, workspace: flow.workspace };
+    for (const [k, v] of Object.entries(want)) if (requestLine[k] !== v) problems.push(`request line ${k}: ${JSON.stringify(requestLine[k])}, expected ${JSON.stringify(v)}`);
+  }
+  const ingestLines = lines.filter((l) => l.msg === 'request' && l.route === '/v1/events').length;
+  if (ingestLines !== 5) problems.push(`${ingestLines} request lines for /v1/events, expected 5`);
+  // The request's two conversions: one batch on the embedded runtime, one or two on Kafka (their keys may land on
+  // different partitions of conversions.ready).
+  const batchLines = lines.filter((l) => l.msg === 'batch forwarded' && Array.isArray(l.request_ids) && l.request_ids.includes(flow.forwardedRequestId));
+  const records = batchLines.reduce((n, l) => n + (l.records as number), 0);
+  if (batchLines.length === 0) problems.push("no 'batch forwarded' line with the forwarded request id");
+  else if (records !== 2 || batchLines.some((l) => l.workspace !== flow.workspace || l.code !== '0')) problems.push(`batch lines: ${JSON.stringify(batchLines)}`);
+  if (!lines.some((l) => l.msg === 'platform rejected conversions: dead-lettered' && l.request_ids?.length === 1)) problems.push('no dead-letter line with one request id');
+  if (output.includes(flow.key)) problems.push('an API key in the log');
+  if (output.includes(sha256('jane@example.com'))) problems.push('an identifier hash in the log');
+  if (output.includes(TEST_ADMIN_TOKEN)) problems.push('the admin token in the log');
+  if (/access_token"\s*:\s*"(?!\[redacted\])/.test(output)) problems.push('an unredacted access token in the log');
+  return problems;
 }

@@ -11,7 +11,7 @@ import { freshDatabase, infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../h
 import { freePort } from '../sandbox/ports.js';
 import { expressionProblems, labelBoundProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
 import type { ServiceProcess } from '../helpers/service-process.js';
-import { runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
+import { flowLogProblems, runSreFlow, sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { killAll, startKafkaService } from './fixtures/processes.js';
 
 let kit: KafkaKit;
@@ -49,7 +49,7 @@ afterAll(async () => {
 
 describe('a real Prometheus scraping the service (Kafka runtime)', () => {
   it('every rule expression and panel query parses and returns series after the flow', async () => {
-    await runSreFlow(svc.url, sandbox, prom, 60_000);
+    const flow = await runSreFlow(svc.url, sandbox, prom, 60_000);
     const value = async (expr: string): Promise<number> => Number((await prom.query(expr))[0]?.value[1] ?? NaN);
     expect(await value('sum(events_ingested_total{outcome="accepted"})')).toBe(5);
     expect(await value('sum(events_ingested_total{outcome="rejected"})')).toBe(4);
@@ -61,5 +61,7 @@ describe('a real Prometheus scraping the service (Kafka runtime)', () => {
     expect(await value('min(replay_slowest_progress_ratio)')).toBe(1);
     expect(await expressionProblems(prom, 'kafka')).toEqual([]);
     expect(await labelBoundProblems(prom)).toEqual([]);
+    // The request id follows the events through Kafka to the forwarder's batch line; no secret or hash is logged.
+    expect(flowLogProblems(svc.output(), flow)).toEqual([]);
   }, 180_000);
 });
