@@ -1,23 +1,152 @@
+/**
+ * The embedded store: PGlite (Postgres compiled to WASM) in DATA_DIR, run on a worker thread of its own.
+ *
+ * Why a thread: PGlite executes each statement synchronously and resolves its promise without leaving the
+ * microtask queue, so on the service's own thread a backlog of statements (the gateway's appends, the stages'
+ * batches) held the event loop for hundreds of milliseconds at a time. Requests then waited unread in their sockets,
+ * past the 1.5 s deadline and out of reach of overload shedding (issue 14; bench/overload.ts measured it). On a
+ * thread of its own the database runs beside the event loop instead of inside it, and on a machine with a free core
+ * also in parallel with it.
+ *
+ * The thread holds the one PGlite connection; this side serialises use of it: a transaction holds it from BEGIN to
+ * COMMIT or ROLLBACK, and a query outside a transaction waits for it (as PGlite's own transaction() does).
+ */
 import { mkdirSync } from 'node:fs';
-import { PGlite } from '@electric-sql/pglite';
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
 import type { Db, QueryResult, Sql } from './db.js';
+
+/** The worker's code (CommonJS, run with `eval`: the same in the compiled service and in tests run from source). */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const { PGlite } = require(workerData.pglite);
+const FIELDS = ['code', 'detail', 'hint', 'position', 'severity', 'schema', 'table', 'column', 'constraint', 'where', 'routine'];
+const plain = (e) => {
+  const o = { message: e && e.message !== undefined ? e.message : String(e), name: e && e.name };
+  for (const k of FIELDS) if (e && e[k] !== undefined) o[k] = e[k];
+  return o;
+};
+const pg = new PGlite(workerData.dataDir);
+pg.waitReady.then(
+  () => parentPort.postMessage({ ready: true }),
+  (e) => parentPort.postMessage({ ready: false, error: plain(e) }),
+);
+parentPort.on('message', (m) => {
+  if (m.close) {
+    pg.close().then(() => parentPort.postMessage({ id: m.id, rows: [] }), (e) => parentPort.postMessage({ id: m.id, error: plain(e) }));
+    return;
+  }
+  pg.query(m.text, m.params).then(
+    (r) => parentPort.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
+    (e) => parentPort.postMessage({ id: m.id, error: plain(e) }),
+  );
+});
+`;
+
+interface Reply {
+  readonly id?: number;
+  readonly ready?: boolean;
+  readonly rows?: unknown[];
+  readonly affectedRows?: number;
+  readonly error?: { message: string; name?: string } & Record<string, unknown>;
+}
+
+/** A database error as the thread reported it: PGlite's message and fields (code, detail, …) on a plain Error. */
+function errorOf(e: NonNullable<Reply['error']>): Error {
+  const err = new Error(e.message) as Error & Record<string, unknown>;
+  for (const [k, v] of Object.entries(e)) if (k !== 'message' && k !== 'name') err[k] = v;
+  return err;
+}
+
+/** Runs tasks one at a time, in the order they were given. */
+class Turns {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(task: () => Promise<T>): Promise<T> {
+    const result = this.tail.then(task);
+    this.tail = result.catch(() => undefined);
+    return result;
+  }
+}
 
 /** Opens the embedded store. dataDir undefined = in memory (tests). */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
   if (dataDir) mkdirSync(dataDir, { recursive: true });
-  const pg = new PGlite(dataDir);
-  await pg.waitReady;
-  const wrap = (q: { query: PGlite['query'] }): Sql => ({
-    async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const r = await q.query<R>(text, params as unknown[] | undefined);
-      return { rows: r.rows, affectedRows: r.affectedRows };
-    },
+  const worker = new Worker(WORKER_SOURCE, {
+    eval: true,
+    workerData: { dataDir, pglite: createRequire(import.meta.url).resolve('@electric-sql/pglite') },
   });
-  const base = wrap(pg);
+  const pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
+  let nextId = 0;
+  let gone: Error | undefined;
+  const fail = (err: Error): void => {
+    gone ??= err;
+    for (const p of pending.values()) p.reject(gone);
+    pending.clear();
+  };
+  const ready = new Promise<void>((resolve, reject) => {
+    worker.on('message', (m: Reply) => {
+      if (m.ready !== undefined) {
+        if (m.ready) resolve();
+        else reject(errorOf(m.error!));
+        return;
+      }
+      const p = pending.get(m.id!);
+      if (!p) return;
+      pending.delete(m.id!);
+      if (pending.size === 0) worker.unref();
+      if (m.error) p.reject(errorOf(m.error));
+      else p.resolve(m);
+    });
+    worker.on('error', (err) => {
+      fail(err);
+      reject(err);
+    });
+    worker.on('exit', (code) => {
+      const err = new Error(`the embedded store's thread exited (code ${code})`);
+      fail(err);
+      reject(err);
+    });
+  });
+  await ready;
+  worker.unref();
+
+  const send = (message: Record<string, unknown>): Promise<Reply> => {
+    if (gone) return Promise.reject(gone);
+    const id = nextId++;
+    return new Promise<Reply>((resolve, reject) => {
+      // The thread keeps the process alive only while a statement is on its way (a program that ends without
+      // closing the store still ends; one awaiting a statement still gets its answer).
+      if (pending.size === 0) worker.ref();
+      pending.set(id, { resolve, reject });
+      worker.postMessage({ ...message, id });
+    });
+  };
+  const raw: Sql = {
+    async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
+      const r = await send({ text, params });
+      return { rows: r.rows as R[], affectedRows: r.affectedRows };
+    },
+  };
+  const turns = new Turns();
   return {
     kind: 'pglite',
-    query: base.query,
-    transaction: (fn) => pg.transaction((tx) => fn(wrap(tx))),
-    close: () => pg.close(),
+    query: (text, params) => turns.run(() => raw.query(text, params)),
+    transaction: (fn) =>
+      turns.run(async () => {
+        await raw.query('BEGIN');
+        let result;
+        try {
+          result = await fn(raw);
+        } catch (err) {
+          await raw.query('ROLLBACK').catch(() => undefined);
+          throw err;
+        }
+        await raw.query('COMMIT');
+        return result;
+      }),
+    close: async () => {
+      await turns.run(() => send({ close: true })).catch(() => undefined);
+      await worker.terminate();
+    },
   };
 }
