@@ -82,7 +82,10 @@ describe('TokenRefresher', () => {
       rig.platform.refresher.refreshNow(ws, { force: true }),
       other.refresher.refreshNow(ws, { force: true }),
     ]);
-    expect(outcomes.sort()).toEqual(['busy', 'refreshed']);
+    // One refreshes; the other found the lease taken ('busy') or, if its look came after the first one had already
+    // stored the new token and let go of the lease, nothing left to do ('not_due'). Either way it sent nothing.
+    expect(outcomes.filter((o) => o === 'refreshed')).toHaveLength(1);
+    expect(['busy', 'not_due']).toContain(outcomes.find((o) => o !== 'refreshed'));
     expect(await refreshCalls()).toHaveLength(callsBefore + 1);
     expect((await row(ws)).status).toBe('connected');
   });
