@@ -186,7 +186,12 @@ describe('zombie fencing (the transactional producer of one input partition)', (
 
     // read_committed (as the next stage reads): the zombie's open transaction never shows; the offsets are the
     // successor's, not the zombie's.
-    const seen = (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key);
+    // The commit markers reach the partitions after EndTxn answers, so a read right after the commit may not see
+    // the successor's record yet: read until it shows, then require exactly these three.
+    const read = async (): Promise<string[]> =>
+      (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key!);
+    let seen: string[] = [];
+    await waitFor('the successor\'s record', async () => (seen = await read()).includes('after-1'), 15_000, 250).catch(() => undefined);
     expect(seen.sort()).toEqual(['after-1', 'before-1', 'before-2']);
     expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
     await kit.admin.deleteGroups([groupId]);
