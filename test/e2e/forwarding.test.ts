@@ -151,6 +151,8 @@ describe('forwarding', () => {
     const cs = Array.from({ length: 25 }, () => conversion(ws));
     await append(cs);
     await deliveredOnce(cs.map((c) => c.event_id));
+    // Counted once the sent ledger has the batch, which commits after the platform answered.
+    await eventually('25 counted as forwarded', async () => (await conversionsCounted({ outcome: 'forwarded', code: '0' })) >= 25);
     expect(await conversionsCounted({ outcome: 'forwarded', code: '0' })).toBe(25);
   });
 
