@@ -161,12 +161,7 @@ async function openKafkaRuntime(
   const relay = forwarder ? new DeadLetterRelay({ db, connection, serde, logger: log }) : undefined;
   const embeddedLog = new EmbeddedLog(db);
   // Redriven records go back to their stage's input through a producer of their own (acks=all, idempotent).
-  const redriveProducer = new IdempotentProducer({
-    clientId: connection.clientIdFor('redrive'),
-    brokers: connection.settings.brokers,
-    retries: 5,
-    retryDelayMs: 200,
-  });
+  const redriveProducer = IdempotentProducer.forRole(connection, 'redrive', { retries: 5, retryDelayMs: 200 });
   const redriveLog: RedriveLog = {
     async reappend(_tx, topic, records) {
       let encoded;

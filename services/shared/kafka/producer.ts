@@ -107,6 +107,11 @@ export class IdempotentProducer {
 
   constructor(private readonly opts: IdempotentProducerOptions) {}
 
+  /** One of the process's own producers: its client id names its role (`<client id>-<role>`), brokers as configured. */
+  static forRole(connection: KafkaConnection, role: string, opts: { retries: number; retryDelayMs: number }): IdempotentProducer {
+    return new IdempotentProducer({ clientId: connection.clientIdFor(role), brokers: connection.settings.brokers, ...opts });
+  }
+
   private current(): BufferProducer {
     this.producer ??= new Producer<Buffer, Buffer, Buffer, Buffer>({
       clientId: this.opts.clientId,

@@ -34,12 +34,7 @@ export class DeadLetterRelay {
       readonly batchSize?: number;
     },
   ) {
-    this.producer = new IdempotentProducer({
-      clientId: deps.connection.clientIdFor('dlq-relay'),
-      brokers: deps.connection.settings.brokers,
-      retries: 5,
-      retryDelayMs: 200,
-    });
+    this.producer = IdempotentProducer.forRole(deps.connection, 'dlq-relay', { retries: 5, retryDelayMs: 200 });
   }
 
   start(): void {

@@ -15,8 +15,7 @@
  */
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
-import { IdempotentProducer } from '../../shared/kafka/producer.js';
-import type { OutgoingRecord } from '../../shared/kafka/producer.js';
+import { IdempotentProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import type { AvroSerde } from '../../shared/kafka/serde.js';
 import type { Logger } from '../../shared/logger.js';
 import { kafkaProduceDuration } from '../../shared/metrics.js';
@@ -61,7 +60,7 @@ export class KafkaEventLog implements EventLogProducer {
     private readonly logger: Logger,
     private readonly opts: KafkaEventLogOptions = {},
   ) {
-    this.producer = new IdempotentProducer({ clientId: connection.clientIdFor('gateway'), brokers: connection.settings.brokers, retries: 2, retryDelayMs: 100 });
+    this.producer = IdempotentProducer.forRole(connection, 'gateway', { retries: 2, retryDelayMs: 100 });
   }
 
   append(topic: TopicName, records: readonly ProducedRecord[], deadline: number): Promise<void> {
