@@ -19,6 +19,22 @@ export interface Db extends Sql {
   close(): Promise<void>;
 }
 
+/**
+ * fn between BEGIN and COMMIT on one connection (`sql` must be a single session, not a pool); on any failure,
+ * fn's or COMMIT's, a ROLLBACK (whose own failure is ignored) and the error again. Both stores' transaction().
+ */
+export async function inTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  await sql.query('BEGIN');
+  try {
+    const out = await fn(sql);
+    await sql.query('COMMIT');
+    return out;
+  } catch (err) {
+    await sql.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}
+
 /** Postgres bigint columns come back as strings from pg and numbers from PGlite; this reads both. */
 export function toNumber(v: unknown): number {
   return typeof v === 'number' ? v : Number(v);

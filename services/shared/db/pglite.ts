@@ -14,7 +14,7 @@
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import type { Db, QueryResult, Sql } from './db.js';
+import { inTransaction, type Db, type QueryResult, type Sql } from './db.js';
 
 /** The worker's code (CommonJS, run with `eval`: the same in the compiled service and in tests run from source). */
 const WORKER_SOURCE = `
@@ -131,19 +131,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   return {
     kind: 'pglite',
     query: (text, params) => turns.run(() => raw.query(text, params)),
-    transaction: (fn) =>
-      turns.run(async () => {
-        await raw.query('BEGIN');
-        let result;
-        try {
-          result = await fn(raw);
-        } catch (err) {
-          await raw.query('ROLLBACK').catch(() => undefined);
-          throw err;
-        }
-        await raw.query('COMMIT');
-        return result;
-      }),
+    transaction: (fn) => turns.run(() => inTransaction(raw, fn)),
     close: async () => {
       await turns.run(() => send({ close: true })).catch(() => undefined);
       await worker.terminate();

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Db, QueryResult, Sql } from './db.js';
+import { inTransaction, type Db, type QueryResult, type Sql } from './db.js';
 
 export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10 });
@@ -19,13 +19,7 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
     async transaction(fn) {
       const client = await pool.connect();
       try {
-        await client.query('BEGIN');
-        const out = await fn(wrap(client));
-        await client.query('COMMIT');
-        return out;
-      } catch (err) {
-        await client.query('ROLLBACK').catch(() => undefined);
-        throw err;
+        return await inTransaction(wrap(client), fn);
       } finally {
         client.release();
       }
