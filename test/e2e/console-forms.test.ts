@@ -4,7 +4,7 @@
  * route (and in a GET form's query), as JSON bodies are by the root parser (services/gateway/validation/json-body.ts).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { newBrowser, type Browser } from '../helpers/browser.js';
+import { csrfOf, newBrowser, type Browser } from '../helpers/browser.js';
 import { startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 
 const ADMIN = 'console-forms-admin-token';
@@ -14,7 +14,6 @@ let url: string;
 let ws: string;
 let owner: Browser;
 
-const csrfOf = (html: string): string => /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
 
 beforeAll(async () => {
   running = await startServiceWithSandbox(ADMIN);

@@ -12,7 +12,7 @@ import type { AdminClient } from '../helpers/admin-client.js';
 import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
-import { newBrowser } from '../helpers/browser.js';
+import { csrfOf, newBrowser } from '../helpers/browser.js';
 
 const ADMIN = 'data-team-e2e-admin-token';
 let sandbox: RunningSandbox;
@@ -136,7 +136,6 @@ describe('dead letters', () => {
     for (const [email, role] of [['owner@dl.example', 'owner'], ['member@dl.example', 'member']] as const) {
       expect((await admin.call('POST', `/admin/v1/workspaces/${ws}/members`, { email, password: 'correct horse battery', role })).status).toBe(201);
     }
-    const csrfOf = (html: string): string => /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
     const signIn = async (email: string) => {
       const browser = newBrowser();
       const page = await (await browser.open(`${url}/console`)).text();

@@ -11,6 +11,9 @@ export interface Browser {
   cookies(host: string): ReadonlyMap<string, string>;
 }
 
+/** The CSRF token of a console page's form (its hidden `_csrf` field), to send back with the form. */
+export const csrfOf = (html: string): string => /name="_csrf" value="([^"]+)"/.exec(html)![1]!;
+
 export function newBrowser(): Browser {
   const jar = new Map<string, Map<string, string>>();
   const hostJar = (host: string): Map<string, string> => {
