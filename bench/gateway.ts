@@ -111,6 +111,24 @@ export async function setupWorkspace(env: Record<string, string>, dataDir?: stri
   }
 }
 
+/**
+ * The variables of a gateway benchmark's service, unthrottled; on Kafka also a database of the run's own (workspace,
+ * key) and a group prefix of its own. `fresh` is that database, for the caller to drop.
+ */
+export async function gatewayBenchEnv(
+  runtime: 'embedded' | 'kafka',
+  runtimeEnv: Record<string, string>,
+  groupPrefix: string,
+): Promise<{ env: Record<string, string>; fresh: Awaited<ReturnType<typeof freshDatabase>> | undefined }> {
+  const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
+  const env: Record<string, string> = { ...runtimeEnv, PLAN_LIMITS: BENCH_PLAN_LIMITS };
+  if (fresh) {
+    env.DATABASE_URL = fresh.url;
+    env.KAFKA_GROUP_PREFIX = uniqueId(groupPrefix);
+  }
+  return { env, fresh };
+}
+
 export interface GatewayRun {
   readonly service: Measured;
   readonly profile?: { readonly file: string; readonly markdown: string };
@@ -124,13 +142,7 @@ export async function benchGateway(
   log: (l: string) => void,
   opts: { profile?: boolean; whatif?: boolean } = {},
 ): Promise<GatewayRun> {
-  // On Kafka: a database of the run's own (workspace, key) and a group prefix of its own (no stage runs here).
-  const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
-  const env: Record<string, string> = { ...runtimeEnv, PLAN_LIMITS: BENCH_PLAN_LIMITS };
-  if (fresh) {
-    env.DATABASE_URL = fresh.url;
-    env.KAFKA_GROUP_PREFIX = uniqueId('bench-gw-');
-  }
+  const { env, fresh } = await gatewayBenchEnv(runtime, runtimeEnv, 'bench-gw-');
   const { dataDir, key } = await setupWorkspace(env);
   const headers = { authorization: `Bearer ${key}` };
   let service: ServiceChild | undefined = await startServiceChild({ env: { ...env, SERVICE_ROLE: 'gateway' }, dataDir, cpu: SERVER_CPU });

@@ -7,10 +7,9 @@
  * The baseline is the same service in the same run under the gateway benchmark's 16 clients.
  */
 import { rmSync } from 'node:fs';
-import { CONNECTIONS, EVENTS_PER_REQUEST, setupWorkspace } from './gateway.js';
+import { CONNECTIONS, EVENTS_PER_REQUEST, gatewayBenchEnv, setupWorkspace } from './gateway.js';
 import type { LoadResult } from './lib/load-worker.js';
-import { freshDatabase, uniqueId } from './lib/infra.js';
-import { BENCH_PLAN_LIMITS, SERVER_CPU, runLoad, startServiceChild } from './lib/proc.js';
+import { SERVER_CPU, runLoad, startServiceChild } from './lib/proc.js';
 import { round, type BenchResult } from './lib/results.js';
 
 export const OVERLOAD_CONNECTIONS = Number(process.env.BENCH_OVERLOAD_CONNECTIONS ?? 1_000);
@@ -30,12 +29,8 @@ export async function benchOverload(
 ): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
   // Embedded: the default deployment, every role in one process. Kafka: a gateway replica (the stages run elsewhere).
   const role = runtime === 'kafka' ? 'gateway' : 'all';
-  const fresh = runtime === 'kafka' ? await freshDatabase(runtimeEnv.DATABASE_URL!) : undefined;
-  const env: Record<string, string> = { ...runtimeEnv, PLAN_LIMITS: BENCH_PLAN_LIMITS, SERVICE_ROLE: role };
-  if (fresh) {
-    env.DATABASE_URL = fresh.url;
-    env.KAFKA_GROUP_PREFIX = uniqueId('bench-ovl-');
-  }
+  const { env: base, fresh } = await gatewayBenchEnv(runtime, runtimeEnv, 'bench-ovl-');
+  const env = { ...base, SERVICE_ROLE: role };
   const { dataDir, key } = await setupWorkspace(env);
   const headers = { authorization: `Bearer ${key}` };
   const service = await startServiceChild({ env, dataDir, cpu: SERVER_CPU });

@@ -75,16 +75,22 @@ async function main(): Promise<void> {
   const needKafka = selected('gateway-kafka') || selected('gateway-overload-kafka') || selected('pipeline-kafka') || selected('replay-impact-kafka') || selected('kafka-client');
   const kenv = needKafka ? await kafkaEnv(log) : undefined;
 
-  for (const runtime of ['embedded', 'kafka'] as const) {
-    const name = `gateway-${runtime}` as const;
-    if (!selected(name)) continue;
-    if (runtime === 'kafka' && !kenv?.ready) {
-      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
-      continue;
+  /** Runs a benchmark on each runtime whose `<family>-<runtime>` is selected; on Kafka only when a broker is there. */
+  const perRuntime = async (family: string, bench: (runtime: 'embedded' | 'kafka', env: Record<string, string>, name: Name) => Promise<void>): Promise<void> => {
+    for (const runtime of ['embedded', 'kafka'] as const) {
+      const name = `${family}-${runtime}` as Name;
+      if (!selected(name)) continue;
+      if (runtime === 'kafka' && !kenv?.ready) {
+        log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+        continue;
+      }
+      await attempt(name, () => bench(runtime, runtime === 'kafka' ? kenv!.env : {}, name));
     }
-    await attempt(name, async () => {
+  };
+
+  await perRuntime('gateway', async (runtime, env, name) => {
     const baseline = await measureBaseline(log);
-    const run = await benchGateway(runtime, runtime === 'kafka' ? kenv!.env : {}, log, { profile, whatif: !process.argv.includes('--no-whatif') });
+    const run = await benchGateway(runtime, env, log, { profile, whatif: !process.argv.includes('--no-whatif') });
     const s = run.service;
     const notes =
       `${EVENTS_PER_REQUEST}-event batches of realistic A events (70% web, 30% server, hashed identifiers), ${s.max.requests} requests in the max phase. ` +
@@ -99,53 +105,28 @@ async function main(): Promise<void> {
       gatewayResult(name, s, baseline, notes, { service: strip(s), baseline: strip(baseline), ...(run.whatif ? { whatif: strip(run.whatif) } : {}) }),
     );
     log(`  → ${file}`);
-    });
-  }
+  });
 
-  for (const runtime of ['embedded', 'kafka'] as const) {
-    const name = `gateway-overload-${runtime}` as const;
-    if (!selected(name)) continue;
-    if (runtime === 'kafka' && !kenv?.ready) {
-      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
-      continue;
-    }
-    await attempt(name, async () => {
-      const r = await benchOverload(runtime, runtime === 'kafka' ? kenv!.env : {}, log);
-      log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
-    });
-  }
+  await perRuntime('gateway-overload', async (runtime, env) => {
+    const r = await benchOverload(runtime, env, log);
+    log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
+  });
 
-  for (const runtime of ['embedded', 'kafka'] as const) {
-    const name = `pipeline-${runtime}` as const;
-    if (!selected(name)) continue;
-    if (runtime === 'kafka' && !kenv?.ready) {
-      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
-      continue;
-    }
-    await attempt(name, async () => {
-      // --profile-pipeline: a run under --cpu-prof for bench/profiles/pipeline-*.md; its numbers are not the results.
-      const profiled = process.argv.includes('--profile-pipeline');
-      const r = await benchPipeline(runtime, runtime === 'kafka' ? kenv!.env : {}, log, { profile: profiled });
-      if (profiled) log('  (profiled run: results not written)');
-      else
-        log(
-          `  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.`, ...(runtime === 'kafka' ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}) })}`,
-        );
-    });
-  }
+  await perRuntime('pipeline', async (runtime, env) => {
+    // --profile-pipeline: a run under --cpu-prof for bench/profiles/pipeline-*.md; its numbers are not the results.
+    const profiled = process.argv.includes('--profile-pipeline');
+    const r = await benchPipeline(runtime, env, log, { profile: profiled });
+    if (profiled) log('  (profiled run: results not written)');
+    else
+      log(
+        `  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.`, ...(runtime === 'kafka' ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}) })}`,
+      );
+  });
 
-  for (const runtime of ['embedded', 'kafka'] as const) {
-    const name = `replay-impact-${runtime}` as const;
-    if (!selected(name)) continue;
-    if (runtime === 'kafka' && !kenv?.ready) {
-      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
-      continue;
-    }
-    await attempt(name, async () => {
-      const r = await benchReplayImpact(runtime, runtime === 'kafka' ? kenv!.env : {}, log);
-      log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
-    });
-  }
+  await perRuntime('replay-impact', async (runtime, env) => {
+    const r = await benchReplayImpact(runtime, env, log);
+    log(`  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.` })}`);
+  });
 
   if (selected('dedupe-memory')) {
     await attempt('dedupe-memory', async () => {
