@@ -51,6 +51,8 @@ export interface LoadResult {
   /** open loop: how late the generator sent requests after their due time (ms); large values mean it fell behind. */
   readonly sendLagMs?: { readonly p50: number; readonly p99: number; readonly max: number };
   readonly completions?: Array<[number, number, number]>;
+  /** closed loop: per second of the run (by answer time), the answers' count, shed (503) count, p99 and max (ms). */
+  readonly answerTimeline?: Array<{ readonly second: number; readonly answers: number; readonly shed: number; readonly p99: number; readonly max: number }>;
 }
 
 export function percentile(sorted: Float64Array | number[], p: number): number {
@@ -104,9 +106,13 @@ async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
       },
     ],
   } as any);
+  const bySecond: Array<{ latencies: number[]; shed: number }> = [];
   instance.on('response', (_client: unknown, status: number, _bytes: number, responseTime: number) => {
     statuses[status] = (statuses[status] ?? 0) + 1;
     answerLatencies.push(responseTime);
+    const second = (bySecond[Math.floor((Date.now() - startedAt) / 1000)] ??= { latencies: [], shed: 0 });
+    second.latencies.push(responseTime);
+    if (status === 503) second.shed++;
     if (status >= 200 && status < 300) latencies.push(responseTime);
   });
   const result: any = await instance;
@@ -122,6 +128,10 @@ async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
     okPerSec: ok / durationSec,
     latencyMs: summarise(latencies),
     answerLatencyMs: summarise(answerLatencies),
+    answerTimeline: [...bySecond.entries()].map(([second, s]) => {
+      const l = summarise(s?.latencies ?? []);
+      return { second, answers: s?.latencies.length ?? 0, shed: s?.shed ?? 0, p99: l.p99, max: l.max };
+    }),
     statuses,
     startedAt,
     completions: spec.recordCompletions ? completions : undefined,

@@ -14,7 +14,7 @@ afterAll(async () => {
   for (const a of apps.values()) await (await a).t.close();
 });
 
-async function start(env: Record<string, string> = {}): Promise<{ base: URL; key: string }> {
+async function start(env: Record<string, string> = {}): Promise<{ t: TestApp; base: URL; key: string }> {
   const id = JSON.stringify(env);
   if (!apps.has(id)) {
     apps.set(
@@ -95,6 +95,34 @@ describe('the bytes bound (GATEWAY_MAX_IN_FLIGHT_BYTES)', () => {
     expect((await held.answer).status).toBe(202);
     // Alone, a body of any allowed size is taken.
     expect((await rawRequest(base, '/v1/events', key, big()).answer).status).toBe(202);
+  });
+});
+
+describe('a client that hangs up', () => {
+  it('after sending its whole request gives its in-flight slot back: the next request is taken, not shed', async () => {
+    // One slot: a leaked one sheds every later request. (Found by bench/overload.ts: Fastify runs neither onResponse
+    // nor onRequestAbort for a complete request whose client left before the answer, and the slot stayed taken.)
+    const { t, base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '1' });
+    // The key is cached, so the held store below keeps only the append waiting.
+    expect((await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer).status).toBe(202);
+    let open!: () => void;
+    const gate = new Promise<void>((r) => (open = r));
+    // Another transaction holds the store (as a stage's batch would): the request's append waits behind it.
+    const holder = t.db.transaction(async () => gate);
+    try {
+      const left = rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()]));
+      left.answer.catch(() => undefined);
+      await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(1), { timeout: 2_000, interval: 5 });
+      // Its body is in (a few hundred bytes) and it waits for the store; the client hangs up.
+      await new Promise((r) => setTimeout(r, 50));
+      left.socket.destroy();
+      await new Promise((r) => setTimeout(r, 50));
+    } finally {
+      open();
+      await holder;
+    }
+    await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(0), { timeout: 3_000, interval: 20 });
+    expect((await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer).status).toBe(202);
   });
 });
 

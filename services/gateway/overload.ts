@@ -67,7 +67,7 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
   let inFlight = 0;
   let inFlightBytes = 0;
   const counted = new WeakMap<object, number>();
-  app.addHook('onRequest', async (request) => {
+  app.addHook('onRequest', async (request, reply) => {
     if (inFlight >= limits.maxInFlight) {
       throw shed('in_flight', `the service is at its limit of ${limits.maxInFlight} requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
     }
@@ -81,8 +81,14 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
     inFlightBytes += bytes;
     inFlightRequests.set(inFlight);
     counted.set(request, bytes);
+    // The response's 'close' is the one signal every request ends with: answered, aborted while its body was
+    // arriving, or left by a client that hung up after sending it all. Fastify runs neither onResponse nor
+    // onRequestAbort for the last (the answer never finishes, and the request was not aborted: it was complete),
+    // so releasing there leaked the slot for good: after 51 such hang-ups the bytes bound shed every request
+    // (bench/overload.ts found it: each benchmark phase ends by closing its connections mid-request).
+    reply.raw.once('close', () => release(request));
   });
-  const release = async (request: object): Promise<void> => {
+  const release = (request: object): void => {
     const bytes = counted.get(request);
     if (bytes === undefined) return;
     counted.delete(request);
@@ -90,6 +96,4 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
     inFlightBytes -= bytes;
     inFlightRequests.set(inFlight);
   };
-  app.addHook('onResponse', release);
-  app.addHook('onRequestAbort', release);
 }
