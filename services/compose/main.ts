@@ -11,6 +11,7 @@ import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
 import { watchForScrape } from '../shared/metrics-scrape.js';
 import { readReplayGauges } from '../replay/metrics.js';
+import { addAcceptors, type Acceptors } from '../shared/acceptors.js';
 import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
@@ -37,6 +38,9 @@ function listenProblem(err: unknown, variable: string, port: number, host: strin
   if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return `invalid configuration: HOST ${host} does not resolve`;
   return undefined;
 }
+
+/** The listen backlog of the service's port. */
+const LISTEN_BACKLOG = 4096;
 
 let config;
 try {
@@ -77,13 +81,23 @@ try {
   failStart(problem);
 }
 try {
-  await service.app.listen({ port: config.port, host: config.host });
+  // A backlog the size of a connection storm (the kernel caps it at net.core.somaxconn): with Node's 511, the
+  // connections past it are dropped and their clients retry a second or more later.
+  await service.app.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG });
 } catch (err) {
   const problem = listenProblem(err, 'PORT', config.port, config.host);
   if (problem === undefined) throw err;
   await closeQuietly(() => service.close());
   await closeQuietly(() => new Promise<void>((resolve) => metrics.close(() => resolve())));
   failStart(problem);
+}
+
+let acceptors: Acceptors = { count: 0, close: () => undefined };
+try {
+  acceptors = await addAcceptors(service.app.server, config.acceptors);
+} catch (err) {
+  // One acceptor still serves; only a burst of new connections under load waits longer (docs/operations.md).
+  logger.warn({ err }, `could not add ${config.acceptors} acceptors (GATEWAY_ACCEPTORS); accepting on one`);
 }
 
 if (config.adminTokenGenerated) {
@@ -93,7 +107,7 @@ if (config.adminTokenGenerated) {
   );
 }
 logger.info(
-  { port: config.port, metrics_port: config.metricsPort, runtime: config.kafka ? 'kafka' : 'embedded', role: config.role },
+  { port: config.port, metrics_port: config.metricsPort, runtime: config.kafka ? 'kafka' : 'embedded', role: config.role, acceptors: 1 + acceptors.count },
   `ready on http://localhost:${config.port}`,
 );
 
@@ -108,6 +122,7 @@ async function shutdown(signal: string): Promise<void> {
   }, 20_000);
   force.unref();
   try {
+    acceptors.close();
     await service.close();
     await new Promise<void>((resolve) => metrics.close(() => resolve()));
     await kafkaAdmin?.close();

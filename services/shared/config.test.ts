@@ -103,6 +103,8 @@ describe('config: a bad value names the variable in one line', () => {
     ['PLATFORM_APP_SECRET', { PLATFORM_APP_ID: 'app' }],
     ['GATEWAY_MAX_IN_FLIGHT_BYTES', { GATEWAY_MAX_IN_FLIGHT_BYTES: '1000' }],
     ['GATEWAY_MAX_IN_FLIGHT_BYTES', { GATEWAY_MAX_IN_FLIGHT_BYTES: 'lots' }],
+    ['GATEWAY_ACCEPTORS', { GATEWAY_ACCEPTORS: '-1' }],
+    ['GATEWAY_ACCEPTORS', { GATEWAY_ACCEPTORS: '1000' }],
   ])('%s', (variable, env) => {
     let err: unknown;
     try {

@@ -134,6 +134,8 @@ const envSchema = z.object({
   GATEWAY_MAX_IN_FLIGHT_BYTES: z.coerce.number().int().min(1_048_576).max(1_073_741_824).default(4_194_304),
   GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
   GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
+  /** Extra acceptors on the service's port (shared/acceptors.ts); 0 = Node's one. */
+  GATEWAY_ACCEPTORS: z.coerce.number().int().min(0).max(256).default(16),
 });
 
 export type RawEnv = z.input<typeof envSchema>;
@@ -175,6 +177,8 @@ export interface Config {
   readonly replay: { readonly maxEventsPerSecond: number };
   /** Older credential keys by key id, for reading tokens encrypted before a rotation. */
   readonly previousCredentialsKeys: ReadonlyMap<string, Buffer>;
+  /** Extra acceptors on the service's port (GATEWAY_ACCEPTORS). */
+  readonly acceptors: number;
   readonly overload: GatewayOverloadConfig;
   readonly forwarder: {
     readonly lingerMs: number;
@@ -281,6 +285,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
         return [pair.slice(0, i), Buffer.from(pair.slice(i + 1), 'base64')] as const;
       }),
     ),
+    acceptors: e.GATEWAY_ACCEPTORS,
     overload: {
       maxInFlight: e.GATEWAY_MAX_IN_FLIGHT,
       maxInFlightBytes: e.GATEWAY_MAX_IN_FLIGHT_BYTES,

@@ -12,10 +12,19 @@ export interface Sql {
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+export interface TransactionOptions {
+  /**
+   * Someone waits for this transaction against a deadline (the gateway's log appends): where the store serialises
+   * transactions (the embedded one), it goes before waiting background work (the stages' batches), which is never
+   * passed over for longer than the store's fairness bound. Postgres runs transactions side by side and ignores it.
+   */
+  readonly urgent?: boolean;
+}
+
 export interface Db extends Sql {
   readonly kind: 'pglite' | 'postgres';
   /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
+  transaction<T>(fn: (tx: Sql) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   close(): Promise<void>;
 }
 

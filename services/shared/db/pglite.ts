@@ -58,13 +58,43 @@ function errorOf(e: NonNullable<Reply['error']>): Error {
   return err;
 }
 
-/** Runs tasks one at a time, in the order they were given. */
-class Turns {
-  private tail: Promise<unknown> = Promise.resolve();
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(task);
-    this.tail = result.catch(() => undefined);
-    return result;
+/**
+ * Runs tasks one at a time. Urgent tasks (a request waits for them) go before waiting normal ones (background work),
+ * except that a normal task that has waited `fairnessMs` goes next: under a steady stream of urgent work the
+ * background still gets a turn at least that often (issue 14: the gateway's appends waited behind the stages'
+ * batches and answered past the deadline; the stages must still move while ingestion is overloaded).
+ */
+export class Turns {
+  private busy = false;
+  private readonly urgent: Array<() => void> = [];
+  private readonly normal: Array<{ readonly since: number; readonly go: () => void }> = [];
+
+  constructor(
+    private readonly fairnessMs = 500,
+    private readonly now: () => number = () => performance.now(),
+  ) {}
+
+  run<T>(task: () => Promise<T>, urgent = false): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const go = (): void => {
+        Promise.resolve()
+          .then(task)
+          .then(resolve, reject)
+          .finally(() => this.next());
+      };
+      if (!this.busy) {
+        this.busy = true;
+        go();
+      } else if (urgent) this.urgent.push(go);
+      else this.normal.push({ since: this.now(), go });
+    });
+  }
+
+  private next(): void {
+    const overdue = this.normal.length > 0 && this.now() - this.normal[0]!.since >= this.fairnessMs;
+    const go = overdue || this.urgent.length === 0 ? this.normal.shift()?.go : this.urgent.shift();
+    if (go) go();
+    else this.busy = false;
   }
 }
 
@@ -131,7 +161,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   return {
     kind: 'pglite',
     query: (text, params) => turns.run(() => raw.query(text, params)),
-    transaction: (fn) => turns.run(() => inTransaction(raw, fn)),
+    transaction: (fn, opts) => turns.run(() => inTransaction(raw, fn), opts?.urgent === true),
     close: async () => {
       await turns.run(() => send({ close: true })).catch(() => undefined);
       await worker.terminate();

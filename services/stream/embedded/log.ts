@@ -59,11 +59,17 @@ export async function appendInTransaction(
   }
 }
 
+/** A commit's cost beside its records (BEGIN, locks, COMMIT), and the time left for the answer after it (ms). */
+const COMMIT_FIXED_MS = 5;
+const ANSWER_MARGIN_MS = 50;
+
 export class EmbeddedLog implements EventLogProducer {
   /** Emits the topic name after each commit that appended to it (wakes in-process consumers). */
   readonly appended = new EventEmitter();
   private queue: PendingAppend[] = [];
   private flushing = false;
+  /** The measured cost of committing one record (learnPace); starts at the gateway benchmark's figure. */
+  private msPerRecord = 0.06;
   private closed = false;
 
   constructor(
@@ -96,27 +102,40 @@ export class EmbeddedLog implements EventLogProducer {
         const group = this.takeGroup();
         try {
           // The deadline is checked once the transaction holds the store: an append that waited past its
-          // deadline (its request was answered 503) is dropped unwritten; one that starts in time commits.
-          const written = await this.db.transaction(async (tx) => {
-            const now = Date.now();
-            const live = group.filter((p) => !p.expired && p.deadline > now);
-            for (const p of live) {
-              p.started = true;
-              clearTimeout(p.timer);
-            }
-            const byTopic = new Map<TopicName, ProducedRecord[]>();
-            for (const p of live) {
-              const list = byTopic.get(p.topic) ?? [];
-              for (const r of p.records) list.push(r);
-              byTopic.set(p.topic, list);
-            }
-            await appendInTransaction(tx, byTopic);
-            return new Set(live);
+          // deadline (its request was answered 503) is dropped unwritten; so is one whose commit, at the measured
+          // pace, would end past its deadline (its request would be answered late). Appends that fit alone but
+          // not with the group go back to the queue for the next transaction.
+          const { written, deferred } = await this.db.transaction(
+            async (tx) => {
+              const started = performance.now();
+              const { live, deferred } = this.fitting(group, Date.now());
+              for (const p of live) {
+                p.started = true;
+                clearTimeout(p.timer);
+              }
+              const byTopic = new Map<TopicName, ProducedRecord[]>();
+              let records = 0;
+              for (const p of live) {
+                const list = byTopic.get(p.topic) ?? [];
+                for (const r of p.records) list.push(r);
+                byTopic.set(p.topic, list);
+                records += p.records.length;
+              }
+              await appendInTransaction(tx, byTopic);
+              return { written: new Set(live), deferred, started, records };
+            },
+            { urgent: true },
+          ).then((r) => {
+            this.learnPace(performance.now() - r.started, r.records);
+            return r;
           });
+          this.queue.unshift(...deferred);
+          const kept = new Set(deferred);
           for (const p of group) {
+            if (kept.has(p)) continue;
             clearTimeout(p.timer);
             if (written.has(p)) p.resolve();
-            else if (!p.expired) p.reject(new NotDurableError('deadline passed before the log could take the events'));
+            else if (!p.expired) p.reject(new NotDurableError('the log could not take the events within the deadline'));
           }
           for (const topic of new Set(group.filter((p) => written.has(p)).map((p) => p.topic))) {
             this.appended.emit('append', topic);
@@ -129,6 +148,35 @@ export class EmbeddedLog implements EventLogProducer {
     } finally {
       this.flushing = false;
     }
+  }
+
+  /**
+   * The appends of `group` whose commit, at the measured pace, ends inside every included append's deadline (less a
+   * margin for the answer), in queue order; `deferred`: the ones that would fit alone but not after those. The rest
+   * (expired, or too late even alone) are neither: they are refused.
+   */
+  private fitting(group: readonly PendingAppend[], now: number): { live: PendingAppend[]; deferred: PendingAppend[] } {
+    const live: PendingAppend[] = [];
+    const deferred: PendingAppend[] = [];
+    let records = 0;
+    let earliest = Infinity;
+    const endsBy = (n: number): number => now + COMMIT_FIXED_MS + n * this.msPerRecord + ANSWER_MARGIN_MS;
+    for (const p of group) {
+      if (p.expired || p.deadline <= now) continue;
+      if (endsBy(records + p.records.length) <= Math.min(earliest, p.deadline)) {
+        live.push(p);
+        records += p.records.length;
+        earliest = Math.min(earliest, p.deadline);
+      } else if (endsBy(p.records.length) <= p.deadline) deferred.push(p);
+    }
+    return { live, deferred };
+  }
+
+  /** Moves the commit pace (ms per record) towards a measured group's; small groups say little about it. */
+  private learnPace(ms: number, records: number): void {
+    if (records < 100) return;
+    const measured = Math.max(0, ms - COMMIT_FIXED_MS) / records;
+    this.msPerRecord = this.msPerRecord * 0.7 + measured * 0.3;
   }
 
   private takeGroup(): PendingAppend[] {

@@ -1,0 +1,49 @@
+/**
+ * The embedded log's deadline (issue 14): an append is committed only when its commit, at the measured pace, ends
+ * inside its deadline; otherwise it is refused unwritten (503), never answered late.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../shared/db/open.js';
+import { Topics } from '../../shared/topics.js';
+import { NotDurableError } from '../log.js';
+import { EmbeddedLog } from './log.js';
+
+const records = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: { tag, i, pad: 'x'.repeat(200) } }));
+
+describe('EmbeddedLog deadlines', () => {
+  const opened = openDatabase({ inMemory: true });
+  afterAll(async () => (await opened).close());
+
+  async function count(tag: string): Promise<number> {
+    const db = await opened;
+    const r = await db.query<{ n: number }>("SELECT count(*)::int AS n FROM log_records WHERE value->>'tag' = $1", [tag]);
+    return r.rows[0]!.n;
+  }
+
+  it('refuses, unwritten, an append whose commit would end past its deadline; commits one that fits', async () => {
+    const db = await opened;
+    const log = new EmbeddedLog(db);
+    // Learn the pace on a first group (thousands of records: a few hundred ms).
+    await log.append(Topics.eventsRaw, records(3_000, 'warm'), Date.now() + 30_000);
+    let open!: () => void;
+    const held = new Promise<void>((r) => (open = r));
+    // A stage batch holds the store.
+    const holder = db.transaction(async () => held);
+    const deadline = Date.now() + 400;
+    const late = log.append(Topics.eventsRaw, records(5_000, 'late'), deadline);
+    const early = log.append(Topics.eventsRaw, records(10, 'fits'), Date.now() + 30_000);
+    // Released with less time left than 5,000 records take (the pace is at least ~10 µs per record anywhere).
+    setTimeout(open, 380);
+    await holder;
+    const settled = await late.then(
+      () => ({ ok: true, at: Date.now() }),
+      (err: unknown) => ({ ok: false, at: Date.now(), err }),
+    );
+    expect(settled.ok).toBe(false);
+    expect((settled as { err: unknown }).err).toBeInstanceOf(NotDurableError);
+    await early;
+    expect(await count('late')).toBe(0);
+    expect(await count('fits')).toBe(10);
+    await log.close();
+  });
+});
