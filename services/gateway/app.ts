@@ -23,7 +23,7 @@ export interface GatewayDeps {
 export async function gatewayPlugin(app: FastifyInstance, deps: GatewayDeps): Promise<void> {
   // Ingestion takes JSON only: without the text/plain parser, any other Content-Type is a 415.
   app.removeContentTypeParser('text/plain');
-  await registerOverloadShedding(app, deps.overload);
+  await registerOverloadShedding(app, deps.overload, LIMITS.requestDeadlineMs);
   registerDeadline(app, LIMITS.requestDeadlineMs);
   registerIngestAuth(app, deps.verifier, deps.limiter);
   eventsRoute(app, deps);

@@ -6,7 +6,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { buildTestApp, type TestApp } from '../../test/helpers/in-process.js';
-import { inFlightRequests } from './overload.js';
+import { AdaptiveLimit, inFlightRequests } from './overload.js';
 
 // One app per configuration, shared by the tests that use it (building one takes seconds on a loaded machine).
 const apps = new Map<string, Promise<{ t: TestApp; base: URL; key: string }>>();
@@ -216,5 +216,45 @@ describe('event-loop pressure (@fastify/under-pressure)', () => {
       ).status;
     }
     expect(status).toBe(202);
+  });
+});
+
+describe('AdaptiveLimit (the in-flight bound, adapted to answer times)', () => {
+  const make = () => {
+    let clock = 0;
+    const limit = new AdaptiveLimit({ min: 2, max: 100, targetMs: 750, windowMs: 200 }, () => clock);
+    return { limit, tick: (ms: number) => (clock += ms) };
+  };
+
+  it('shrinks by a quarter per window in which more than a tenth of the answers were late, down to the floor', () => {
+    const { limit, tick } = make();
+    expect(limit.limit).toBe(100);
+    for (let i = 0; i < 10; i++) limit.served(i < 2 ? 900 : 100);
+    tick(200);
+    expect(limit.limit).toBe(75);
+    for (let w = 0; w < 30; w++) {
+      limit.served(2_000);
+      tick(200);
+    }
+    expect(limit.limit).toBe(2);
+  });
+
+  it('one late answer in ten is tolerated; grows back only while the limit is reached', () => {
+    const { limit, tick } = make();
+    limit.served(2_000);
+    tick(200);
+    expect(limit.limit).toBe(75);
+    for (let i = 0; i < 10; i++) limit.served(i === 0 ? 900 : 100);
+    tick(200);
+    expect(limit.limit).toBe(75);
+    // Answers in time but the limit not reached: no reason to grow.
+    limit.admitted(10);
+    limit.served(100);
+    tick(200);
+    expect(limit.limit).toBe(75);
+    limit.admitted(75);
+    limit.served(100);
+    tick(200);
+    expect(limit.limit).toBe(82);
   });
 });

@@ -3,18 +3,21 @@
  * a request gets a fast 503 with `Retry-After` instead of a place in a queue that answers it seconds late.
  * - Event-loop pressure: @fastify/under-pressure samples the event-loop delay and utilisation; past
  *   GATEWAY_MAX_EVENT_LOOP_DELAY_MS or GATEWAY_MAX_EVENT_LOOP_UTILIZATION, new ingestion requests are shed.
- * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests, and at most GATEWAY_MAX_IN_FLIGHT_BYTES
+ * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests (lowered while answers are slow:
+ *   AdaptiveLimit), and at most GATEWAY_MAX_IN_FLIGHT_BYTES
  *   of their declared bodies, at once per process; one more is shed at once (counters: no library bounds concurrent
  *   requests of a Fastify scope). The bytes bound is what keeps the deadline: the CPU a request costs grows with its
  *   events, and 256 requests of 100 events each queued ~2.5 s of parsing and validation behind one another, so
  *   every client waited past the deadline while nothing was shed (bench/overload.ts measured it).
  * Shedding runs first in the scope's onRequest chain, before the key lookup and before the body is read, so a
- * shed request costs almost nothing. Health, metrics and the admin API are outside this scope: never shed.
+ * shed request costs almost nothing. Health, metrics and the admin API are outside this scope: never shed. Each shed
+ * marks ingestion pressure (shared/pressure.ts), on which the embedded stages yield.
  */
 import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { registry } from '../shared/metrics.js';
+import { markIngestPressure } from '../shared/pressure.js';
 import { IngestError } from './problems.js';
 
 export interface OverloadLimits {
@@ -37,6 +40,71 @@ export const shedRequests = new Counter({
 /** What a request without Content-Length (chunked) counts against GATEWAY_MAX_IN_FLIGHT_BYTES. */
 export const UNDECLARED_BODY_BYTES = 65_536;
 
+export const inFlightLimit = new Gauge({
+  name: 'gateway_in_flight_limit',
+  help: 'Ingestion requests this process takes at once now: GATEWAY_MAX_IN_FLIGHT, lowered while answers are slow',
+  registers: [registry],
+});
+
+/**
+ * The in-flight bound, adapted to how fast this process answers (issue 14): the static bounds admit what the
+ * machine could do when idle, and under overload the requests they admitted queued behind one another (50 requests
+ * at the 30 a second the embedded default then serves: 1.7 s each, past the deadline). Every window, if more than
+ * a tenth of the admitted requests answered in it took longer than the target, the limit shrinks by a quarter; if
+ * none did and the limit was reached, it grows by a tenth (at least one). AIMD, as TCP's congestion window: it finds the concurrency the process can answer
+ * inside the target and follows it as the load changes.
+ */
+export class AdaptiveLimit {
+  private value: number;
+  private windowStart: number;
+  private windowSlow = 0;
+  private windowServed = 0;
+  private windowPeak = 0;
+
+  constructor(
+    private readonly opts: { readonly min: number; readonly max: number; readonly targetMs: number; readonly windowMs: number },
+    private readonly now: () => number = Date.now,
+  ) {
+    this.value = opts.max;
+    this.windowStart = now();
+  }
+
+  /** How many requests may be in progress now. */
+  get limit(): number {
+    this.roll();
+    return Math.floor(this.value);
+  }
+
+  /** A request was admitted; `inFlight` counts it. */
+  admitted(inFlight: number): void {
+    this.windowPeak = Math.max(this.windowPeak, inFlight);
+  }
+
+  /** An admitted request was answered after `ms`. */
+  served(ms: number): void {
+    this.roll();
+    this.windowServed++;
+    if (ms > this.opts.targetMs) this.windowSlow++;
+  }
+
+  private roll(): void {
+    const now = this.now();
+    if (now - this.windowStart < this.opts.windowMs) return;
+    const { min, max } = this.opts;
+    // More than a tenth of the window's answers late (at least one): too many admitted.
+    if (this.windowSlow > Math.max(0, Math.floor(this.windowServed / 10))) this.value = Math.max(min, this.value * 0.75);
+    else if (this.windowServed > 0 && this.windowPeak >= Math.floor(this.value)) this.value = Math.min(max, this.value + Math.max(1, this.value * 0.1));
+    this.windowStart = now;
+    this.windowSlow = 0;
+    this.windowServed = 0;
+    this.windowPeak = 0;
+  }
+}
+
+/** The answer time the adaptive limit keeps admitted requests under: well inside the deadline, which the client's
+ * own wait (its bytes queued in the kernel while the process is busy) also counts against. */
+export const ADAPTIVE_TARGET_SHARE = 0.5;
+
 export const inFlightRequests = new Gauge({
   name: 'gateway_in_flight_requests',
   help: 'Ingestion requests being handled by this process',
@@ -45,10 +113,11 @@ export const inFlightRequests = new Gauge({
 
 function shed(reason: string, detail: string): IngestError {
   shedRequests.inc({ reason });
+  markIngestPressure();
   return new IngestError('overloaded', detail, { 'Retry-After': String(SHED_RETRY_AFTER_SECONDS) });
 }
 
-export async function registerOverloadShedding(app: FastifyInstance, limits: OverloadLimits): Promise<void> {
+export async function registerOverloadShedding(app: FastifyInstance, limits: OverloadLimits, deadlineMs: number): Promise<void> {
   // First in the scope's onRequest chain: event-loop pressure (the library), then the in-flight bound.
   await app.register(underPressure, {
     maxEventLoopDelay: limits.maxEventLoopDelayMs,
@@ -66,10 +135,14 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
   });
   let inFlight = 0;
   let inFlightBytes = 0;
-  const counted = new WeakMap<object, number>();
+  const counted = new WeakMap<object, { readonly bytes: number; readonly at: number }>();
+  const adaptive = new AdaptiveLimit({ min: Math.min(2, limits.maxInFlight), max: limits.maxInFlight, targetMs: deadlineMs * ADAPTIVE_TARGET_SHARE, windowMs: 200 });
+  inFlightLimit.set(limits.maxInFlight);
   app.addHook('onRequest', async (request, reply) => {
-    if (inFlight >= limits.maxInFlight) {
-      throw shed('in_flight', `the service is at its limit of ${limits.maxInFlight} requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
+    const limit = adaptive.limit;
+    inFlightLimit.set(limit);
+    if (inFlight >= limit) {
+      throw shed('in_flight', `the service is at its limit of ${limit} requests in progress; retry in ${SHED_RETRY_AFTER_SECONDS} s`);
     }
     const declared = Number(request.headers['content-length']);
     const bytes = Number.isSafeInteger(declared) && declared >= 0 ? declared : UNDECLARED_BODY_BYTES;
@@ -80,20 +153,23 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
     inFlight++;
     inFlightBytes += bytes;
     inFlightRequests.set(inFlight);
-    counted.set(request, bytes);
+    adaptive.admitted(inFlight);
+    counted.set(request, { bytes, at: Date.now() });
     // The response's 'close' is the one signal every request ends with: answered, aborted while its body was
     // arriving, or left by a client that hung up after sending it all. Fastify runs neither onResponse nor
     // onRequestAbort for the last (the answer never finishes, and the request was not aborted: it was complete),
     // so releasing there leaked the slot for good: after 51 such hang-ups the bytes bound shed every request
     // (bench/overload.ts found it: each benchmark phase ends by closing its connections mid-request).
-    reply.raw.once('close', () => release(request));
+    reply.raw.once('close', () => release(request, reply.statusCode));
   });
-  const release = (request: object): void => {
-    const bytes = counted.get(request);
-    if (bytes === undefined) return;
+  const release = (request: object, status: number): void => {
+    const entry = counted.get(request);
+    if (entry === undefined) return;
     counted.delete(request);
     inFlight--;
-    inFlightBytes -= bytes;
+    inFlightBytes -= entry.bytes;
     inFlightRequests.set(inFlight);
+    // A slow body (408) says how fast the client sends, not how fast this process answers.
+    if (status !== 408) adaptive.served(Date.now() - entry.at);
   };
 }

@@ -1,9 +1,11 @@
 /**
  * The consumer loop over the embedded log, for whatever consumes a topic batch by batch (the stage runner, the
  * forwarder's intake): step until the input is drained, then wait for an append (or `idleWaitMs`); back off on
- * errors (100 ms doubling to 5 s); yield to the event loop between batches.
+ * errors (100 ms doubling to 5 s); yield to the event loop between batches, and more while the gateway of the same
+ * process sheds requests (shared/pressure.ts).
  */
 import type { TopicName } from '../../shared/topics.js';
+import { underIngestPressure } from '../../shared/pressure.js';
 import type { EmbeddedLog } from './log.js';
 
 export interface LoopOptions {
@@ -16,6 +18,10 @@ export interface LoopOptions {
   readonly idleWaitMs?: number;
   readonly onError: (err: unknown) => void;
 }
+
+/** How recent a shed counts as pressure, and the longest pause between two batches under it (ms). */
+const PRESSURE_WINDOW_MS = 1_000;
+const PRESSURE_MAX_PAUSE_MS = 1_000;
 
 export class EmbeddedConsumerLoop {
   private readonly abort = new AbortController();
@@ -43,17 +49,32 @@ export class EmbeddedConsumerLoop {
     }
   }
 
+  /** Waits `ms`, or less when the loop is stopped. */
+  private pause(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = (): void => {
+        clearTimeout(timer);
+        this.abort.signal.removeEventListener('abort', done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.abort.signal.addEventListener('abort', done);
+    });
+  }
+
   private async run(): Promise<void> {
     let backoff = 100;
     while (!this.abort.signal.aborted) {
       try {
         await this.opts.between?.();
+        const started = performance.now();
         const n = await this.opts.step();
         backoff = 100;
         if (n === 0) await this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal);
-        // NOTE: the embedded store runs on this thread and its queries resolve as microtasks, so a busy consumer
-        // would never let the event loop reach I/O. Yield once per batch: requests get parsed and their appends
-        // queue for the store before the next transaction.
+        // While the gateway of this process sheds requests, the batch's time again times three before the next
+        // (the stages keep a quarter of the time: they slow down, never stop).
+        else if (underIngestPressure(PRESSURE_WINDOW_MS)) await this.pause(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)));
+        // Otherwise yield once per batch: requests get parsed and their appends queue before the next transaction.
         else await new Promise((r) => setImmediate(r));
       } catch (err) {
         this.opts.onError(err);
