@@ -26,6 +26,7 @@ import { rangeDone, type RangeChunk, type RangeReader } from '../stream/range.js
 import { NoStore } from '../stream/store.js';
 import { ReplayRepo, type ChunkCounts, type ReplayJob } from './jobs.js';
 import { replayConversions, replayEventsRead, replaysRunning } from './metrics.js';
+import { sleep } from '../shared/sleep.js';
 
 export interface ReplayWorkerDeps {
   readonly db: Db;
@@ -58,18 +59,6 @@ export const REPLAY_DEFAULTS = {
 
 /** The job is not this worker's to run any more (cancelled, or its lease was taken over). */
 class JobStopped extends Error {}
-
-const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
-  new Promise((resolve) => {
-    if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
-    function done(): void {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    }
-    signal?.addEventListener('abort', done, { once: true });
-  });
 
 /** Whether an event of the log belongs to the job: its workspace, received in [from, to). */
 function inJob(job: ReplayJob, value: unknown): boolean {

@@ -105,7 +105,7 @@ export class EmbeddedLog implements EventLogProducer {
           // deadline (its request was answered 503) is dropped unwritten; so is one whose commit, at the measured
           // pace, would end past its deadline (its request would be answered late). Appends that fit alone but
           // not with the group go back to the queue for the next transaction.
-          const { written, deferred } = await this.db.transaction(
+          const { written, deferred, started, records } = await this.db.transaction(
             async (tx) => {
               const started = performance.now();
               const { live, deferred } = this.fitting(group, Date.now());
@@ -125,10 +125,8 @@ export class EmbeddedLog implements EventLogProducer {
               return { written: new Set(live), deferred, started, records };
             },
             { urgent: true },
-          ).then((r) => {
-            this.learnPace(performance.now() - r.started, r.records);
-            return r;
-          });
+          );
+          this.learnPace(performance.now() - started, records);
           this.queue.unshift(...deferred);
           const kept = new Set(deferred);
           for (const p of group) {

@@ -6,6 +6,7 @@
  */
 import type { TopicName } from '../../shared/topics.js';
 import { underIngestPressure } from '../../shared/pressure.js';
+import { sleep } from '../../shared/sleep.js';
 import type { EmbeddedLog } from './log.js';
 
 export interface LoopOptions {
@@ -49,19 +50,6 @@ export class EmbeddedConsumerLoop {
     }
   }
 
-  /** Waits `ms`, or less when the loop is stopped. */
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = (): void => {
-        clearTimeout(timer);
-        this.abort.signal.removeEventListener('abort', done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.abort.signal.addEventListener('abort', done);
-    });
-  }
-
   private async run(): Promise<void> {
     let backoff = 100;
     while (!this.abort.signal.aborted) {
@@ -73,7 +61,7 @@ export class EmbeddedConsumerLoop {
         if (n === 0) await this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal);
         // While the gateway of this process sheds requests, the batch's time again times three before the next
         // (the stages keep a quarter of the time: they slow down, never stop).
-        else if (underIngestPressure(PRESSURE_WINDOW_MS)) await this.pause(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)));
+        else if (underIngestPressure(PRESSURE_WINDOW_MS)) await sleep(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)), this.abort.signal);
         // Otherwise yield once per batch: requests get parsed and their appends queue before the next transaction.
         else await new Promise((r) => setImmediate(r));
       } catch (err) {
