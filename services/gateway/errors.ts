@@ -73,7 +73,7 @@ export function sendError(
     reply.removeHeader('connection');
     drainRejectedBody(request);
   }
-  if (p.status >= 500) request.log.error({ err }, 'request failed');
+  logServerSide(request, key, err);
   const ingest = request.routeOptions.config?.ingest;
   if (ingest) eventsIngested.inc({ endpoint: ingest, outcome: 'rejected', reason: p.slug }, eventsInBody(request.body));
   reply.code(p.status).headers(headers);
@@ -81,6 +81,20 @@ export function sendError(
     return reply.type('application/json').send({ error: p.sgtmError, message: detail });
   }
   return reply.type('application/problem+json').send(problemDocument(publicBaseUrl, key, detail, request.id));
+}
+
+/**
+ * 5xx answers are logged with the request id, at a level that says whether anyone must act. A shed request
+ * (`overloaded`) is the overload behaviour working: under a storm there are thousands a second, so they are counted
+ * (gateway_shed_requests_total) and logged only at debug; a line with a stack for each one cost a third of the
+ * process's time while it was shedding (bench/overload.ts). Events the store did not make durable in time
+ * (`unavailable`) are a warning; anything else is a failure, logged with its stack.
+ */
+function logServerSide(request: FastifyRequest, key: ProblemKey, err: unknown): void {
+  if (PROBLEMS[key].status < 500) return;
+  if (key === 'overloaded') request.log.debug({ problem: key }, 'request shed');
+  else if (key === 'unavailable') request.log.warn({ problem: key, reason: (err as Error).message }, 'request not accepted in time');
+  else request.log.error({ err }, 'request failed');
 }
 
 /**
