@@ -2,11 +2,12 @@
  * Issue 14, finding 4: overload is shed inside the deadline, the deadline runs from the first byte, and a slow
  * body gets 408. Real sockets against the in-process app (real store and log).
  */
+import { Agent, request as httpRequest } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { buildTestApp, type TestApp } from '../../test/helpers/in-process.js';
-import { AdaptiveLimit, inFlightRequests } from './overload.js';
+import { AdaptiveLimit, inFlightRequests, SHED_HOLD_MS, shedHeld } from './overload.js';
 
 // One app per configuration, shared by the tests that use it (building one takes seconds on a loaded machine).
 const apps = new Map<string, Promise<{ t: TestApp; base: URL; key: string }>>();
@@ -123,6 +124,65 @@ describe('a client that hangs up', () => {
     }
     await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(0), { timeout: 3_000, interval: 20 });
     expect((await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer).status).toBe(202);
+  });
+});
+
+describe('a client that ignores Retry-After', () => {
+  /** One request on `agent` (one keep-alive connection): status, ms to the answer, whether the connection was reused. */
+  function post(agent: Agent, base: URL, key: string): Promise<{ status: number; tookMs: number; reused: boolean }> {
+    const started = performance.now();
+    return new Promise((resolve, reject) => {
+      const req = httpRequest(
+        new URL('/v1/events', base),
+        { method: 'POST', agent, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, tookMs: performance.now() - started, reused: req.reusedSocket }));
+        },
+      );
+      req.on('error', reject);
+      req.end(JSON.stringify([webEvent()]));
+    });
+  }
+
+  it('gets its next 503 on the same connection SHED_HOLD_MS later; a new connection, or one that waited, at once', async () => {
+    // A closed-loop client that sends again as soon as it is shed made shedding the whole load (bench/overload.ts:
+    // 6,000 503s a second, 2 requests a second accepted). Its answers are held; other clients' are not.
+    const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '1' });
+    // A request that takes the one slot, its body held (answered 408 at the deadline if never sent).
+    const occupy = async () => {
+      const o = rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()]), { holdBodyAfter: 5 });
+      await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(1), { timeout: 1_000, interval: 5 });
+      return o;
+    };
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const heldBefore = (await shedHeld.get()).values[0]?.value ?? 0;
+    try {
+      const held = await occupy();
+      const first = await post(agent, base, key);
+      expect(first.status).toBe(503);
+      expect(first.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      const again = await post(agent, base, key);
+      expect(again).toMatchObject({ status: 503, reused: true });
+      expect(again.tookMs).toBeGreaterThanOrEqual(SHED_HOLD_MS - 10);
+      expect((await shedHeld.get()).values[0]?.value).toBe(heldBefore + 1);
+      // Another connection is not held.
+      const other = await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer;
+      expect(other.status).toBe(503);
+      expect(other.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      held.rest();
+      expect((await held.answer).status).toBe(202);
+      // The same connection after the Retry-After (1 s) is answered at once.
+      await new Promise((r) => setTimeout(r, 1_050));
+      const heldAgain = await occupy();
+      const patient = await post(agent, base, key);
+      expect(patient).toMatchObject({ status: 503, reused: true });
+      expect(patient.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      heldAgain.rest();
+      expect((await heldAgain.answer).status).toBe(202);
+    } finally {
+      agent.destroy();
+    }
   });
 });
 

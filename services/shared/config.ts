@@ -131,7 +131,7 @@ const envSchema = z.object({
   ERASURE_POLL_INTERVAL_MS: z.coerce.number().int().min(10).max(600_000).default(1_000),
   /** Overload shedding of the ingestion routes (docs/operations.md, "Overload and limits"). */
   GATEWAY_MAX_IN_FLIGHT: z.coerce.number().int().min(1).max(100_000).default(256),
-  GATEWAY_MAX_IN_FLIGHT_BYTES: z.coerce.number().int().min(1_048_576).max(1_073_741_824).default(4_194_304),
+  GATEWAY_MAX_IN_FLIGHT_BYTES: z.coerce.number().int().min(1_048_576).max(1_073_741_824).default(2_097_152),
   GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
   GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
   /** Extra acceptors on the service's port (shared/acceptors.ts); 0 = Node's one. */
