@@ -32,13 +32,22 @@ afterAll(async () => {
   await database?.drop();
 });
 
+/** One role of the service on Kafka and this file's database, its consumer groups named `<prefix><stage>`. */
+const startRole = (prefix: string, role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
+
+/** A console and a gateway, and an admin client of the console. */
+async function consoleAndGateway(prefix: string) {
+  const [console_, gateway] = await Promise.all([startRole(prefix, 'console'), startRole(prefix, 'gateway')]);
+  return { console_, gateway, admin: adminClient(console_.url, TEST_ADMIN_TOKEN) };
+}
+
 describe('two gateway replicas, roles in separate processes', () => {
   it('takes the same workspace on both replicas; each key lands on one partition and passes dedupe once', async () => {
     const prefix = `${kit.groupPrefix}gw-`;
     await kit.startGroupsAtEnd([{ groupId: `${prefix}dedupe`, topic: Topics.eventsRaw }]);
     const fromRaw = await kit.ends(Topics.eventsRaw);
     const fromDeduped = await kit.ends(Topics.eventsDeduped);
-    const start = (role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
+    const start = (role: string) => startRole(prefix, role);
     const [console_, g1, g2, dedupe] = await Promise.all([start('console'), start('gateway'), start('gateway'), start('dedupe')]);
 
     // Each process serves only its role.
@@ -84,10 +93,7 @@ describe('two gateway replicas, roles in separate processes', () => {
   });
 
   it('answers a 12 MB body with a 413 that common clients read, stores nothing of it and keeps serving (issue 14, finding 6)', async () => {
-    const prefix = `${kit.groupPrefix}gw413-`;
-    const start = (role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
-    const [console_, gateway] = await Promise.all([start('console'), start('gateway')]);
-    const admin = adminClient(console_.url, TEST_ADMIN_TOKEN);
+    const { console_, gateway, admin } = await consoleAndGateway(`${kit.groupPrefix}gw413-`);
     const ws = (await admin.createWorkspace('oversized')).id;
     const key = (await admin.createKey(ws, 'live')).key;
     const fromRaw = await kit.ends(Topics.eventsRaw);
@@ -114,10 +120,7 @@ describe('two gateway replicas, roles in separate processes', () => {
 
 describe('the console on Kafka and Postgres', () => {
   it('signs in, creates a key that the gateway takes, shows it used; other workspaces and forms without a token are refused', async () => {
-    const prefix = `${kit.groupPrefix}console-`;
-    const start = (role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
-    const [console_, gateway] = await Promise.all([start('console'), start('gateway')]);
-    const admin = adminClient(console_.url, TEST_ADMIN_TOKEN);
+    const { console_, gateway, admin } = await consoleAndGateway(`${kit.groupPrefix}console-`);
     const ws = (await admin.createWorkspace('console on kafka')).id;
     const other = (await admin.createWorkspace('someone else')).id;
     const owner = { email: 'owner@kafka-console.example', password: 'correct horse battery' };
