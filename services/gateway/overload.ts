@@ -39,8 +39,8 @@ export const SHED_RETRY_AFTER_SECONDS = 1;
  * requests waited so long for their turn that 2 a second were accepted where 80 were at 16 clients
  * (bench/overload.ts). Holding the answer to a request that came on a connection shed less than Retry-After ago
  * bounds what such a client costs (at most 1,000/HOLD requests a second per connection; its unread body waits in
- * the kernel, not in this process's memory or time) and still answers it well inside the deadline. A client that honours Retry-After,
- * or a new connection, is never held.
+ * the kernel, not in this process's memory or time) and still answers it well inside the deadline. A client that
+ * honours Retry-After, or a new connection, is never held.
  */
 export const SHED_HOLD_MS = 500;
 
@@ -131,8 +131,7 @@ export const inFlightRequests = new Gauge({
   registers: [registry],
 });
 
-
-/** When each connection was last shed. */
+/** When each connection was last shed (its socket; the process-wide mark is shared/pressure.ts). */
 const lastShedAt = new WeakMap<object, number>();
 
 /** Sheds a request: the 503 at once, or after SHED_HOLD_MS if its connection ignored the Retry-After of its last one. */
