@@ -27,6 +27,7 @@ import type { RangeReader } from '../stream/range.js';
 import { toNumber } from '../shared/db/db.js';
 import { Topics } from '../shared/topics.js';
 import { ENRICH_STAGE } from '../enrich/processor.js';
+import { roleOfStage } from './pipeline.js';
 import { INTAKE_GROUP } from '../forwarder/intake.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { IdempotentProducer } from '../shared/kafka/producer.js';
@@ -152,7 +153,7 @@ async function openKafkaRuntime(
 
   const gateway = runs(config.role, 'gateway') ? new KafkaEventLog(connection, serde, admin, log) : undefined;
   const runners: StageRunner[] = stages()
-    .filter((p) => runs(config.role, p.name as ServiceRole))
+    .filter((p) => runs(config.role, roleOfStage(p.name) as ServiceRole))
     .map(
       (processor) =>
         new KafkaStageRunner({ connection, serde, admin, sql: db, processor, options: { logger: log } }) as StageRunner,

@@ -66,7 +66,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     config,
     db,
     logger,
-    stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: platform.intake }),
+    stages: () => pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, graphRetentionMs: config.privacy.graphRetentionMs, forwarderIntake: platform.intake }),
     stageInputs: pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: createForwarderIntake() }).map((s) => ({ stage: s.name, topic: s.input })),
   });
   const deadLetters = new DeadLetterRepo(db);
@@ -84,7 +84,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
   const log = runtime.log;
   // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.
   const privacyRole = runs(config.role, 'console');
-  const erasures = new ErasureWorker({ db, steps: erasureSteps(runtime.kind), logger, pollMs: config.privacy.erasurePollMs });
+  const erasures = new ErasureWorker({ db, steps: erasureSteps(runtime.kind, runtime.dataTeam.redriveLog), logger, pollMs: config.privacy.erasurePollMs });
   const rateLimit = await createRateLimiter(config, (message) =>
     logger.warn({ err: message }, 'redis unavailable; rate limits fall back to this process'),
   );

@@ -96,10 +96,10 @@ describe('dedupe: first seen wins per (workspace, key)', () => {
     expect((await processAll(db, dedupe, envelopes)).map(label)).toEqual(expected);
   });
 
-  it('passes the envelope unchanged to events.deduped under its own key', async () => {
+  it('passes the envelope unchanged to events.deduped under the key of its identity graph (workspace and key mode)', async () => {
     const e = webEnvelope({}, { workspaceId: freshWs() });
     const [outcome] = await processAll(db, dedupe, [e]);
-    expect(outcome).toEqual({ type: 'ok', outputs: [{ topic: Topics.eventsDeduped, key: `${e.workspace_id}:${e.dedupe!.key}`, value: e }] });
+    expect(outcome).toEqual({ type: 'ok', outputs: [{ topic: Topics.eventsDeduped, key: `${e.workspace_id}:live`, value: e }] });
   });
 
   it('keeps its state in the runtime store, under the partition key, with the first request', async () => {

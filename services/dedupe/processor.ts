@@ -4,7 +4,7 @@
  * lives in the runtime's store (state_store embedded, a compacted changelog on Kafka), written in the same atomic
  * step as the output, so a crash can neither lose an event nor let a duplicate through.
  */
-import { envelopeKey } from '../shared/envelope.js';
+import { envelopeKey, graphOwnerKey } from '../shared/envelope.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
@@ -43,7 +43,7 @@ export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeSt
           continue;
         }
         const e = c.envelope;
-        const pass = ok({ topic: Topics.eventsDeduped, key: records[i]!.key, value: e });
+        const pass = ok({ topic: Topics.eventsDeduped, key: graphOwnerKey(e), value: e });
         // Endpoint B without Idempotency-Key: nothing to dedupe here; enrich dedupes on the derived event_id.
         if (!e.dedupe) {
           outcomes.push(pass);

@@ -2,7 +2,7 @@
  * Enrich's own metrics (the per-outcome counts, ok/drop by reason/dlq, are the runtime's stage_records_total).
  * NOTE: these count processing attempts: a batch retried after a failed commit counts again, so read them as rates.
  */
-import { Counter } from 'prom-client';
+import { Counter, Gauge } from 'prom-client';
 import { registry } from '../shared/metrics.js';
 
 export const identifiersSkipped = new Counter({
@@ -36,5 +36,11 @@ export const timeZoneFallbacks = new Counter({
   name: 'enrich_time_zone_fallback_total',
   help: 'Conversions whose date was expressed in UTC because the connection had no usable time zone',
   labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
+export const graphSinkDelay = new Gauge({
+  name: 'identity_graph_sink_delay_seconds',
+  help: "How far the queryable identity tables trail enrich's graph: age of the newest change the graph sink applied, when it applied it",
   registers: [registry],
 });

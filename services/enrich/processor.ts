@@ -25,6 +25,10 @@ import { createClaimEventIdsStep } from './steps/claim-event-ids.js';
 import { createLinkIdentitiesStep } from './steps/link-identities.js';
 import { createSelectConversionStep } from './steps/select-conversion.js';
 import { TtlCache } from './ttl-cache.js';
+import { graphKey } from './identity/graph-repo.js';
+import { EPHEMERAL_RETENTION, GraphState, type GraphEntry } from './identity/graph-state.js';
+import { GRAPH_KINDS, type GraphKind, type GraphNode } from './identity/kinds.js';
+import type { BatchContext, InputRecord } from '../stream/contract.js';
 
 export const ENRICH_STAGE = 'enrich';
 
@@ -37,7 +41,12 @@ export const ENRICH_DEFAULTS = {
   settingsTtlMs: 1_000,
   /** How often expired conversion-id claims are purged. */
   purgeEveryMs: 10 * 60_000,
+  /** Stable identifiers not seen for this long leave the graph (IDENTITY_GRAPH_RETENTION_DAYS). */
+  graphRetentionMs: 180 * 24 * 3600_000,
 } as const;
+
+/** The stage's state store: the identity graph (identity/graph-state.ts). */
+export const IDENTITY_STORE = 'identity';
 
 export interface EnrichDeps {
   /**
@@ -49,21 +58,21 @@ export interface EnrichDeps {
   readonly maxClusterIdentifiers?: number;
   readonly conversionIdWindowMs?: number;
   readonly settingsTtlMs?: number;
+  readonly graphRetentionMs?: number;
 }
 
-export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, never> {
+export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, GraphEntry> {
   const settingsTtlMs = deps.settingsTtlMs ?? ENRICH_DEFAULTS.settingsTtlMs;
   const windowMs = deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs;
   const selectConversions = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
-  const linkIdentities = createLinkIdentitiesStep({ maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers });
+  const graphRetentionMs = deps.graphRetentionMs ?? ENRICH_DEFAULTS.graphRetentionMs;
+  const graphOptions = { maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers, retentionMs: graphRetentionMs };
+  const linkIdentities = createLinkIdentitiesStep(graphOptions);
   const claimConversions = deps.replay ? firstOfEachEventId : createClaimEventIdsStep();
   const buildConversions = createBuildConversionStep({ timeZones: new TtlCache<string>(settingsTtlMs) });
 
-  return {
-    name: ENRICH_STAGE,
-    input: Topics.eventsDeduped,
-    punctuate: { everyMs: ENRICH_DEFAULTS.purgeEveryMs, run: (sql) => purgeConversionIds(sql, windowMs).then(() => undefined) },
-    async processBatch(records, ctx) {
+  /** The batch's events, between erasure records (processBatch below). */
+  async function processEvents(records: readonly InputRecord<unknown>[], ctx: BatchContext<GraphEntry>): Promise<Outcome[]> {
       const outcomes: Outcome[] = new Array(records.length);
       const checkedItems: EnrichItem[] = [];
       records.forEach((record, k) => {
@@ -102,7 +111,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
       if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
       await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
 
-      const reads = await linkIdentities(ctx.sql, items, selections);
+      const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : ctx, items, selections);
       const won: Convertible[] = winners.map(({ item, n, selection, eventId }) => ({ item, selection, reads: reads[n]!, eventId }));
       const built = await buildConversions(ctx.sql, won);
       won.forEach((c, n) => {
@@ -110,9 +119,44 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, nev
         outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
       });
       return outcomes;
+  }
+
+  /** An erasure record: the identifiers' clusters leave the state (a replay only skips it). */
+  async function applyErasure(record: InputRecord<unknown>, ctx: BatchContext<GraphEntry>): Promise<Outcome> {
+    const checked = checkEnvelope(record.value);
+    if (!checked.ok) return dlq('invalid_envelope', checked.reason);
+    if (deps.replay) return drop('graph_erasure');
+    const scope = scopeOf(checked.envelope);
+    const nodes = checked.envelope.graph_erasure!.nodes.filter((n): n is GraphNode => (GRAPH_KINDS as readonly string[]).includes(n.kind as GraphKind));
+    const state = await GraphState.load(ctx.store, nodes.map((node) => ({ scope, node })), graphOptions);
+    state.erase(scope, nodes);
+    for (const changes of await state.save()) ctx.emit({ topic: Topics.identityChanges, key: graphKey(scope), value: changes });
+    return drop('graph_erasure_applied');
+  }
+
+  return {
+    name: ENRICH_STAGE,
+    input: Topics.eventsDeduped,
+    ...(deps.replay
+      ? {}
+      : { store: { name: IDENTITY_STORE, changelog: Topics.identityState, retentionMs: graphRetentionMs, retentionByPrefix: EPHEMERAL_RETENTION } }),
+    punctuate: { everyMs: ENRICH_DEFAULTS.purgeEveryMs, run: (sql) => purgeConversionIds(sql, windowMs).then(() => undefined) },
+    async processBatch(records, ctx) {
+      // Erasure records split the batch: what came before them is linked first, what comes after meets the erasure.
+      const outcomes: Outcome[] = new Array(records.length);
+      let start = 0;
+      for (let i = 0; i <= records.length; i++) {
+        if (i < records.length && !isErasureRecord(records[i]!.value)) continue;
+        if (i > start) (await processEvents(records.slice(start, i), ctx)).forEach((o, k) => (outcomes[start + k] = o));
+        if (i < records.length) outcomes[i] = await applyErasure(records[i]!, ctx);
+        start = i + 1;
+      }
+      return outcomes;
     },
   };
 }
+
+const isErasureRecord = (v: unknown): boolean => typeof v === 'object' && v !== null && (v as { graph_erasure?: unknown }).graph_erasure != null;
 
 /** A replay's claim: the first conversion of each (workspace, key mode, event_id) in the batch. */
 async function firstOfEachEventId(_sql: unknown, conversions: ReadonlyArray<{ item: EnrichItem; eventId: string }>): Promise<boolean[]> {

@@ -8,7 +8,8 @@
  */
 import type { Sql } from '../shared/db/db.js';
 import { sha256Hex } from '../shared/ids.js';
-import { Topics } from '../shared/topics.js';
+import { graphOwnerKey, type EventEnvelope } from '../shared/envelope.js';
+import { Topics, type TopicName } from '../shared/topics.js';
 import { deleteEdges, deleteNodes, personNodes } from '../enrich/identity/erase.js';
 import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
@@ -146,8 +147,54 @@ export const redactionListStep: ErasureStep = {
   },
 };
 
+/** How the erasure reaches enrich's own state: an erasure record on events.deduped (the runtime's log). */
+export interface GraphErasureLog {
+  /** Appends within `tx`, or makes the records durable before `tx` commits (datateam/redrive.ts RedriveLog). */
+  reappend(tx: Sql, topic: TopicName, records: ReadonlyArray<{ key: string; value: unknown }>): Promise<void>;
+}
+
+/**
+ * Enrich's partition-local graph (enrich/identity/graph-state.ts): an erasure record per key mode, keyed like the
+ * graph's events so it reaches the partition that owns the graph, after every event already there. Enrich removes the
+ * person's clusters from its state and changelog, and the graph sink deletes what the tables got meanwhile. Counts
+ * the identifiers sent.
+ */
+export function identityStateStep(log: GraphErasureLog): ErasureStep {
+  return {
+    store: 'identity_state',
+    async run(tx, s) {
+      const nodes = s.nodes.map((n) => ({ kind: n.kind, value: n.value }));
+      const records = (['live', 'test'] as const).map((key_mode) => {
+        const e: EventEnvelope = {
+          v: 1,
+          workspace_id: s.workspaceId,
+          key_mode,
+          api_key_id: 'erasure',
+          request_id: s.erasureId,
+          index: 0,
+          received_at: s.requestedAt,
+          endpoint: 'events',
+          api_version: null,
+          idempotency_key: null,
+          dedupe: null,
+          source: null,
+          name: '$graph_erasure',
+          consent: { analytics_storage: 'UNSPECIFIED', ad_storage: 'UNSPECIFIED', ad_user_data: 'UNSPECIFIED', ad_personalization: 'UNSPECIFIED' },
+          identifiers: [],
+          session: null,
+          payload: {},
+          graph_erasure: { erasure_id: s.erasureId, nodes },
+        };
+        return { key: graphOwnerKey(e), value: e };
+      });
+      await log.reappend(tx, Topics.eventsDeduped, records);
+      return nodes.length;
+    },
+  };
+}
+
 /** The steps in order for a runtime. The graph step comes first: it widens the subject for the others. */
-export function erasureSteps(runtime: 'embedded' | 'kafka'): readonly ErasureStep[] {
+export function erasureSteps(runtime: 'embedded' | 'kafka', graphLog: GraphErasureLog): readonly ErasureStep[] {
   return [
     identityGraphStep,
     identityLinksStep,
@@ -156,5 +203,6 @@ export function erasureSteps(runtime: 'embedded' | 'kafka'): readonly ErasureSte
     ...(runtime === 'embedded' ? [eventLogStep] : []),
     explanationsStep,
     redactionListStep,
+    identityStateStep(graphLog),
   ];
 }

@@ -14,6 +14,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createEnrichProcessor } from '../enrich/processor.js';
+import type { GraphEntry } from '../enrich/identity/graph-state.js';
 import { forwardedConversions } from '../forwarder/metrics.js';
 import { fileIntoOutbox, type Filed } from '../forwarder/outbox-filing.js';
 import { conversionKey } from '../shared/conversion.js';
@@ -70,7 +71,7 @@ function inJob(job: ReplayJob, value: unknown): boolean {
 export class ReplayWorker {
   private readonly repo: ReplayRepo;
   private readonly owner = `replay-${randomUUID()}`;
-  private readonly enrich: Stage<unknown, never> = createEnrichProcessor({ replay: true });
+  private readonly enrich: Stage<unknown, GraphEntry> = createEnrichProcessor({ replay: true });
   private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private readonly opts: Required<Pick<ReplayWorkerDeps, 'maxLiveBacklog' | 'chunkSize' | 'leaseMs' | 'pollMs'>>;
@@ -222,7 +223,15 @@ export class ReplayWorker {
     const dropped = new Map<string, number>();
     const count = (reason: string): void => void dropped.set(reason, (dropped.get(reason) ?? 0) + 1);
     if (job.dryRun) await tx.query('SAVEPOINT replay_dry_run');
-    const outcomes = await this.enrich.processBatch(events, { sql: tx, store: new NoStore(), now: Date.now });
+    // A replay reads the graph from its queryable tables and changes nothing: no store, nothing to emit.
+    const outcomes = await this.enrich.processBatch(events, {
+      sql: tx,
+      store: new NoStore(),
+      now: Date.now,
+      emit: () => {
+        throw new Error('a replay emits nothing');
+      },
+    });
     const conversions = outcomes.flatMap((o) => {
       if (o.type !== 'ok') count(o.reason);
       return o.type === 'ok' ? o.outputs : [];

@@ -42,6 +42,12 @@ export interface SessionData {
 }
 
 export type KeyMode = 'live' | 'test';
+
+/** The identifiers (graph node kinds and values) whose clusters an erasure removes from the identity graph. */
+export interface GraphErasure {
+  readonly erasure_id: string;
+  readonly nodes: ReadonlyArray<{ readonly kind: string; readonly value: string }>;
+}
 export type Endpoint = 'events' | 'sgtm';
 export type EventSource = 'WEB' | 'SERVER';
 
@@ -83,10 +89,21 @@ export interface EventEnvelope {
    * NOTE: optional (null in Avro) so that envelopes written before the field existed stay valid and unchanged.
    */
   readonly event_time?: number;
+  /**
+   * Only on an erasure record (privacy/erasure-steps.ts), never on an accepted event: routed to the identity graph's
+   * partition of events.deduped, it removes the identifiers' clusters from enrich's state.
+   */
+  readonly graph_erasure?: GraphErasure;
 }
 
 
 /** The partition key of an envelope: workspace + dedupe key, so a key's events and its dedupe state co-locate. */
+/**
+ * The key of an event on events.deduped: its identity graph (workspace and key mode), so that one partition owns a
+ * graph and enrich keeps it as partition-local state without a lock.
+ */
+export const graphOwnerKey = (e: Pick<EventEnvelope, 'workspace_id' | 'key_mode'>): string => `${e.workspace_id}:${e.key_mode}`;
+
 export function envelopeKey(e: Pick<EventEnvelope, 'workspace_id' | 'dedupe' | 'request_id' | 'index'>): string {
   return e.dedupe ? `${e.workspace_id}:${e.dedupe.key}` : `${e.workspace_id}:${e.request_id}:${e.index}`;
 }

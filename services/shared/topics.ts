@@ -16,6 +16,8 @@ export const Topics = {
   eventsRaw: 'events.raw',
   dedupeState: 'events.dedupe-state',
   eventsDeduped: 'events.deduped',
+  identityState: 'identity.graph-state',
+  identityChanges: 'identity.graph-changes',
   conversionsReady: 'conversions.ready',
   conversionsDlq: 'conversions.dlq',
   eventsDlq: 'events.dlq',
@@ -57,7 +59,20 @@ export const TOPIC_SPECS: readonly TopicSpec[] = [
     name: Topics.eventsDeduped,
     partitions: PIPELINE_PARTITIONS,
     config: { 'retention.ms': String(RAW_LOG_RETENTION_DAYS * DAY_MS) },
-    purpose: 'first-seen envelopes',
+    purpose: 'first-seen envelopes, keyed workspace:key-mode (the identity graph they feed; one partition owns it)',
+  },
+  {
+    name: Topics.identityState,
+    partitions: PIPELINE_PARTITIONS,
+    // Enrich tombstones what ages out of its store, so compaction alone bounds this changelog.
+    config: { 'cleanup.policy': 'compact', 'min.compaction.lag.ms': '60000', 'segment.ms': String(DAY_MS) },
+    purpose: "changelog of enrich's identity graph (identifier and cluster entries), co-partitioned with events.deduped",
+  },
+  {
+    name: Topics.identityChanges,
+    partitions: PIPELINE_PARTITIONS,
+    config: { 'retention.ms': String(7 * DAY_MS) },
+    purpose: 'what each enrich batch changed in the identity graph, keyed workspace:key-mode; the graph sink writes it to the queryable tables',
   },
   {
     name: Topics.conversionsReady,

@@ -61,6 +61,11 @@ export interface BatchContext<S> {
   readonly sql: Sql;
   readonly store: KeyValueStore<S>;
   readonly now: () => number;
+  /**
+   * An output of the batch as a whole rather than of one record (e.g. enrich's identity-graph changes, one record a
+   * batch): committed atomically with the batch's outcomes, dropped with an attempt that throws.
+   */
+  emit(output: OutputRecord): void;
 }
 
 export interface StoreSpec<S> {
@@ -72,6 +77,8 @@ export interface StoreSpec<S> {
    * tombstoned), which bounds the store; the stage must already treat such entries as absent.
    */
   readonly retentionMs?: number;
+  /** Other retentions for the keys that start with the given prefixes (e.g. short-lived identifiers). */
+  readonly retentionByPrefix?: Readonly<Record<string, number>>;
   /**
    * An in-memory store for one partition better suited to this stage than the generic map (store.ts), used where the
    * runtime keeps state in memory (Kafka). Such a store may evict without tombstones: its changelog then needs delete

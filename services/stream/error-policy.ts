@@ -14,7 +14,7 @@
  * exactly as it would have been without it.
  */
 import type { Sql } from '../shared/db/db.js';
-import { dlq, type InputRecord, type Outcome, type Stage } from './contract.js';
+import { dlq, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';
 import type { StoreTransaction } from './store.js';
 import { ServiceError } from '../shared/errors.js';
 
@@ -33,6 +33,8 @@ export interface PolicyScope<S> {
   /** The batch's store transaction (attempts work on forks of it). */
   readonly store: StoreTransaction<S>;
   readonly now: () => number;
+  /** Receives the batch outputs (`ctx.emit`) of the attempts that succeeded, in order. */
+  readonly emitted?: OutputRecord[];
   /** Told about each failed attempt before the policy decides what to do (logging). */
   readonly onFailure?: (err: unknown, size: number) => void;
 }
@@ -73,13 +75,15 @@ async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V
     throw new OutageError(`database: ${(err as Error).message}`, { cause: err });
   }
   const fork = scope.store.fork();
+  const emitted: OutputRecord[] = [];
   try {
-    const outcomes = await stage.processBatch(records, { sql: scope.sql, store: fork, now: scope.now });
+    const outcomes = await stage.processBatch(records, { sql: scope.sql, store: fork, now: scope.now, emit: (o) => void emitted.push(o) });
     if (outcomes.length !== records.length) {
       throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
     }
     await scope.sql.query('RELEASE SAVEPOINT stage_attempt');
     scope.store.merge(fork);
+    scope.emitted?.push(...emitted);
     return outcomes;
   } catch (err) {
     try {

@@ -22,6 +22,8 @@ export interface KeyValueStore<V> {
   /** Values of many keys in one read (absent keys are absent from the map). */
   getMany(keys: readonly string[]): Promise<Map<string, V>>;
   put(key: string, value: V): Promise<void>;
+  /** Removes a key (a tombstone on the changelog). */
+  delete(key: string): void;
 }
 
 interface Entry<S> {
@@ -44,44 +46,73 @@ export interface PartitionStateStore<S> {
   apply(tx: StoreTransaction<S>, now: number): void;
 }
 
+/** How long entries stay unwritten before they expire: one default, and others for keys with given prefixes. */
+export interface Retention {
+  readonly ms: number | undefined;
+  readonly byPrefix?: Readonly<Record<string, number>>;
+}
+
+interface RetentionClass<S> {
+  readonly prefix: string | null;
+  readonly ms: number | undefined;
+  /** In write order (a write moves its key to the end), so the expired ones are found at the front. */
+  readonly entries: Map<string, Entry<S>>;
+}
+
 export class PartitionStore<S> implements PartitionStateStore<S> {
-  private readonly entries = new Map<string, Entry<S>>();
+  private readonly classes: RetentionClass<S>[];
   /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
   private readonly expiredAtRestore = new Set<string>();
 
-  constructor(readonly retentionMs: number | undefined) {}
+  constructor(retention: number | undefined | Retention) {
+    const r: Retention = typeof retention === 'object' ? retention : { ms: retention };
+    this.classes = [
+      ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Entry<S>>() })),
+      { prefix: null, ms: r.ms, entries: new Map<string, Entry<S>>() },
+    ];
+  }
+
+  private classOf(key: string): RetentionClass<S> {
+    for (const c of this.classes) if (c.prefix === null || key.startsWith(c.prefix)) return c;
+    throw new Error('unreachable: the default retention class matches every key');
+  }
 
   get size(): number {
-    return this.entries.size;
+    let n = 0;
+    for (const c of this.classes) n += c.entries.size;
+    return n;
   }
 
   /** Applies one changelog record while restoring (null: a tombstone). Already expired entries are not loaded. */
   restore(key: string, value: S | null, writtenAt: number, now: number): void {
-    this.entries.delete(key);
+    const c = this.classOf(key);
+    c.entries.delete(key);
     this.expiredAtRestore.delete(key);
     if (value === null) return;
-    if (this.retentionMs !== undefined && now - writtenAt >= this.retentionMs) {
+    if (c.ms !== undefined && now - writtenAt >= c.ms) {
       this.expiredAtRestore.add(key);
       return;
     }
-    this.entries.set(key, { value, writtenAt });
+    c.entries.set(key, { value, writtenAt });
   }
 
   read(key: string): S | undefined {
-    return this.entries.get(key)?.value;
+    return this.classOf(key).entries.get(key)?.value;
   }
 
-  /** Keys not written for the retention (those found expired when restoring first, then the oldest), at most `limit`. */
+  /** Keys not written for their retention (those found expired when restoring first, then the oldest), at most `limit`. */
   expired(now: number, limit: number): string[] {
-    if (this.retentionMs === undefined) return [];
     const out: string[] = [];
     for (const key of this.expiredAtRestore) {
       if (out.length >= limit) return out;
       out.push(key);
     }
-    for (const [key, e] of this.entries) {
-      if (now - e.writtenAt < this.retentionMs || out.length >= limit) break;
-      out.push(key);
+    for (const c of this.classes) {
+      if (c.ms === undefined) continue;
+      for (const [key, e] of c.entries) {
+        if (now - e.writtenAt < c.ms || out.length >= limit) break;
+        out.push(key);
+      }
     }
     return out;
   }
@@ -93,9 +124,10 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
   /** Applies a committed transaction's writes. */
   apply(tx: StoreTransaction<S>, now: number): void {
     for (const [key, value] of tx.changes()) {
-      this.entries.delete(key);
+      const c = this.classOf(key);
+      c.entries.delete(key);
       this.expiredAtRestore.delete(key);
-      if (value !== null) this.entries.set(key, { value, writtenAt: now });
+      if (value !== null) c.entries.set(key, { value, writtenAt: now });
     }
   }
 }
@@ -174,6 +206,10 @@ export class NoStore<S> extends StoreTransaction<S> {
   }
 
   override async put(): Promise<void> {
+    throw new Error(NO_STORE);
+  }
+
+  override delete(): void {
     throw new Error(NO_STORE);
   }
 

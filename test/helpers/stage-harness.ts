@@ -1,11 +1,15 @@
 /**
  * Runs a stage on records the way the embedded runtime does (one transaction, the runtime's table store, the error
  * policy), but returns each record's outcome so tests can assert them one by one. `batchSize` splits the records
- * into batches (default: one batch of all of them).
+ * into batches (default: one batch of all of them). The identity-graph changes a batch emits are written to the
+ * queryable tables in the same transaction (what the graph sink stage does a moment later in the runtimes).
  */
 import type { Db } from '../../services/shared/db/db.js';
 import { envelopeKey, type EventEnvelope } from '../../services/shared/envelope.js';
-import type { InputRecord, Outcome, Stage } from '../../services/stream/contract.js';
+import { applyChanges } from '../../services/enrich/identity/graph-sink.js';
+import type { GraphChanges } from '../../services/enrich/identity/graph-state.js';
+import { Topics } from '../../services/shared/topics.js';
+import type { InputRecord, Outcome, OutputRecord, Stage } from '../../services/stream/contract.js';
 import { flushTableStore, tableStoreTransaction } from '../../services/stream/embedded/table-store.js';
 import { processWithPolicy } from '../../services/stream/error-policy.js';
 import { NoStore } from '../../services/stream/store.js';
@@ -25,8 +29,11 @@ export async function processAll<S>(db: Db, stage: Stage<unknown, S>, values: re
     outcomes.push(
       ...(await db.transaction(async (tx) => {
         const store = stage.store ? tableStoreTransaction<S>(tx, stage.store.name) : new NoStore<S>();
-        const out = await processWithPolicy(stage, batch, { sql: tx, store, now: Date.now });
+        const emitted: OutputRecord[] = [];
+        const out = await processWithPolicy(stage, batch, { sql: tx, store, now: Date.now, emitted });
         if (stage.store) await flushTableStore(tx, stage.store.name, store);
+        const changes = emitted.filter((o) => o.topic === Topics.identityChanges).map((o) => o.value as GraphChanges);
+        for (const c of changes) await applyChanges(tx, [c]);
         return out;
       })),
     );

@@ -2,21 +2,18 @@
  * Erasure from the identity graph (docs/privacy.md): the person's clusters, found from the identifiers of the
  * request in both key modes, are deleted whole (nodes), with every edge that touches one of their identifiers.
  * Organisation nodes are shared by many people by design: they are not the person's and stay (their edges to the
- * person go). Runs under the graph locks enrich takes, so no batch links into a cluster while it is erased.
+ * person go). These are the queryable tables; enrich's own state is erased by the erasure record the job routes to
+ * the graph's partition (graph-state.ts erase), whose changes reach these tables again through the graph sink.
  */
 import type { Sql } from '../../shared/db/db.js';
 import type { KeyMode } from '../../shared/envelope.js';
-import { lockGraphs, nodeIdOf } from './graph-repo.js';
+import { nodeIdOf } from './graph-repo.js';
 import { nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
 const MODES: readonly KeyMode[] = ['live', 'test'];
 
 /** The cluster members of the given identifiers (both modes), organisations left out; the given ones included. */
 export async function personNodes(sql: Sql, workspaceId: string, given: readonly GraphNode[]): Promise<GraphNode[]> {
-  await lockGraphs(
-    sql,
-    MODES.map((keyMode) => ({ workspaceId, keyMode })),
-  );
   const ids = MODES.flatMap((keyMode) => given.map((n) => nodeIdOf({ workspaceId, keyMode }, n)));
   const r = await sql.query<{ kind: GraphKind; value: string }>(
     `SELECT DISTINCT kind, value FROM identity_nodes

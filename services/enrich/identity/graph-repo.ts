@@ -1,21 +1,17 @@
 /**
- * The identity graph (migrations 0003, 0004), read and written set-based, once per batch:
+ * The identity graph's queryable tables (migrations 0003, 0004): identity_nodes and identity_edges, written by the
+ * graph sink (graph-sink.ts) from the changes enrich's partition-local state emits, and read by the console, erasure,
+ * retention and a replay.
  *
- *  1. lockGraphs: one advisory lock per graph (workspace and key mode) the batch touches, all in one statement, in a
- *     fixed order (so two consumers never deadlock). Under it no other consumer changes those graphs until the
- *     batch's transaction ends: a single writer per graph, so merges never start from stale reads.
- *  2. loadGraph: ONE query loads every cluster that any identifier of the batch belongs to, whole.
- *  3. GraphSnapshot.link: the batch's events are applied one after another IN MEMORY, with exactly the rules of one
- *     event at a time (cluster-plan.ts); the reads of the conversion steps (identifiers, click id, session data) are
- *     answered from the snapshot right after their event's link, as the per-event pipeline did.
- *  4. saveGraph: ONE upsert of the nodes the batch changed and ONE of its edges.
- * Every write is an upsert keyed by the node or edge and sets what the snapshot computed, so a batch processed again
- * (Kafka, after a crash between the database commit and the offset commit) writes the same rows.
+ *  - loadGraph + GraphSnapshot: every cluster that an identifier of a batch belongs to, loaded whole, with the batch's
+ *    events applied in memory by the rules of one event at a time (cluster-plan.ts). A replay reads the graph this
+ *    way and writes nothing; the tests hold the live state (graph-state.ts) against it.
+ *  - saveGraph: one upsert of the nodes and one of the edges a snapshot changed (the tests' reference tables).
  * Graph timestamps are the gateway's receive time of the event, not the processing time: a replay or a backlog
  * gives the same answers. Ties in the reads are broken by the values in code-unit order.
  */
 import type { Sql } from '../../shared/db/db.js';
-import type { KeyMode } from '../../shared/envelope.js';
+import { graphOwnerKey, type KeyMode } from '../../shared/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { PageData } from './identifiers.js';
@@ -33,20 +29,8 @@ export type LinkResult = Pick<ClusterPlan, 'refused' | 'resolved'>;
 export const nodeIdOf = (scope: GraphScope, n: GraphNode): string =>
   sha256Hex(`${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`);
 
-/** Advisory lock class of identity-graph updates (the second key is the graph's hash). */
-const GRAPH_LOCK_CLASS = 7_312;
-
-export const graphLockKey = (scope: GraphScope): string => `${scope.workspaceId}:${scope.keyMode}`;
-
-/** Locks the graphs until the transaction ends, in one statement and one global order (no deadlock between batches). */
-export async function lockGraphs(sql: Sql, scopes: readonly GraphScope[]): Promise<void> {
-  const keys = [...new Set(scopes.map(graphLockKey))];
-  if (keys.length === 0) return;
-  await sql.query(
-    `SELECT pg_advisory_xact_lock($1, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($2::text[]) AS k ORDER BY 1) AS s`,
-    [GRAPH_LOCK_CLASS, keys],
-  );
-}
+/** The graph's key: events.deduped and identity.graph-changes are keyed by it, so one partition owns a graph. */
+export const graphKey = (scope: GraphScope): string => graphOwnerKey({ workspace_id: scope.workspaceId, key_mode: scope.keyMode });
 
 export interface NodeRow {
   readonly node_id: string;
@@ -366,50 +350,45 @@ export async function loadGraph(
   return snapshot;
 }
 
-/** Writes what the batch changed: one upsert of nodes, one of edges. */
+/** Writes what a snapshot changed: one upsert of nodes, one of edges. */
 export async function saveGraph(sql: Sql, snapshot: GraphSnapshot): Promise<void> {
   const { nodes, edges } = snapshot.changes();
-  if (nodes.length > 0) {
-    // One JSON parameter (cheaper than eleven array parameters on PGlite, see stream/embedded/log.ts).
-    await sql.query(
-      `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
-                                        page_location, user_agent, page_seen_at, ad_user_data_withdrawn_at, ad_storage_withdrawn_at)
-       SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0),
-              page_location, user_agent, to_timestamp(page_seen_at / 1000.0),
-              to_timestamp(ad_user_data_withdrawn_at / 1000.0), to_timestamp(ad_storage_withdrawn_at / 1000.0)
-       FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
-            first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8,
-            ad_user_data_withdrawn_at float8, ad_storage_withdrawn_at float8)
-       ON CONFLICT (node_id) DO UPDATE SET
-         cluster_id = EXCLUDED.cluster_id, first_seen_at = EXCLUDED.first_seen_at, last_seen_at = EXCLUDED.last_seen_at,
-         page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at,
-         ad_user_data_withdrawn_at = EXCLUDED.ad_user_data_withdrawn_at, ad_storage_withdrawn_at = EXCLUDED.ad_storage_withdrawn_at`,
-      [JSON.stringify(nodes)],
-    );
-  }
-  if (edges.length > 0) {
-    await sql.query(
-      `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
-       SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0)
-       FROM jsonb_to_recordset($1::jsonb) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
-            first_seen_at float8, last_seen_at float8)
-       ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
-         first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),
-         last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at)`,
-      [JSON.stringify(edges)],
-    );
-  }
+  await upsertNodes(sql, nodes);
+  await upsertEdges(sql, edges);
 }
 
-/**
- * Where the batches' graph lives: lock what a batch touches, load its clusters whole, save its changes. Enrich uses
- * the Postgres tables above (`postgresGraphStore`); bench/enrich-graph.ts measures a partition-local store (the
- * other road of docs/decisions.md) behind the same three calls.
- */
-export interface GraphStore {
-  lock(sql: Sql, scopes: readonly GraphScope[]): Promise<void>;
-  load(sql: Sql, nodes: ReadonlyArray<{ readonly scope: GraphScope; readonly node: GraphNode }>, opts: { readonly maxClusterIdentifiers: number }): Promise<GraphSnapshot>;
-  save(sql: Sql, snapshot: GraphSnapshot): Promise<void>;
+/** One upsert of node rows: each row is the node as it is now. */
+export async function upsertNodes(sql: Sql, nodes: readonly NodeRow[]): Promise<void> {
+  if (nodes.length === 0) return;
+  // One JSON parameter (cheaper than eleven array parameters on PGlite, see stream/embedded/log.ts).
+  await sql.query(
+    `INSERT INTO identity_nodes AS n (node_id, workspace_id, key_mode, kind, value, cluster_id, first_seen_at, last_seen_at,
+                                      page_location, user_agent, page_seen_at, ad_user_data_withdrawn_at, ad_storage_withdrawn_at)
+     SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0),
+            page_location, user_agent, to_timestamp(page_seen_at / 1000.0),
+            to_timestamp(ad_user_data_withdrawn_at / 1000.0), to_timestamp(ad_storage_withdrawn_at / 1000.0)
+     FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
+          first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8,
+          ad_user_data_withdrawn_at float8, ad_storage_withdrawn_at float8)
+     ON CONFLICT (node_id) DO UPDATE SET
+       cluster_id = EXCLUDED.cluster_id, first_seen_at = EXCLUDED.first_seen_at, last_seen_at = EXCLUDED.last_seen_at,
+       page_location = EXCLUDED.page_location, user_agent = EXCLUDED.user_agent, page_seen_at = EXCLUDED.page_seen_at,
+       ad_user_data_withdrawn_at = EXCLUDED.ad_user_data_withdrawn_at, ad_storage_withdrawn_at = EXCLUDED.ad_storage_withdrawn_at`,
+    [JSON.stringify(nodes)],
+  );
 }
 
-export const postgresGraphStore: GraphStore = { lock: lockGraphs, load: loadGraph, save: saveGraph };
+/** One upsert of edges: an edge keeps the earliest first and the latest last sighting. */
+export async function upsertEdges(sql: Sql, edges: readonly EdgeRow[]): Promise<void> {
+  if (edges.length === 0) return;
+  await sql.query(
+    `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
+     SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0)
+     FROM jsonb_to_recordset($1::jsonb) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
+          first_seen_at float8, last_seen_at float8)
+     ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
+       first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),
+       last_seen_at = GREATEST(e.last_seen_at, EXCLUDED.last_seen_at)`,
+    [JSON.stringify(edges)],
+  );
+}

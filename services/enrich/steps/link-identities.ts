@@ -1,13 +1,21 @@
 /**
  * Step 2, for every event: add what its consent allows to the identity graph, and, for the events that become
  * conversions, read what their cluster knows (click id, hashed identifiers, session data) right after their own
- * link, exactly as one event at a time would. Set-based: one lock statement, one load, one write of nodes and one of
- * edges for the whole batch (identity/graph-repo.ts).
+ * link, exactly as one event at a time would.
+ *
+ * Live, the graph is the stage's partition-local state (identity/graph-state.ts): a few reads of the store for the
+ * whole batch, the batch's events applied in memory, its entries written back and its changes emitted for the
+ * queryable tables. A replay reads the graph as the queryable tables hold it and changes nothing
+ * (identity/graph-repo.ts): the live stage owns the state.
  */
 import type { Sql } from '../../shared/db/db.js';
+import { Topics } from '../../shared/topics.js';
+import type { KeyValueStore, OutputRecord } from '../../stream/contract.js';
 import { findClickId } from '../attribution.js';
 import { pageDataOf } from '../identity/identifiers.js';
-import { postgresGraphStore, type GraphStore } from '../identity/graph-repo.js';
+import { graphKey, loadGraph, type ClusterReader, type GraphScope, type LinkResult } from '../identity/graph-repo.js';
+import { GraphState, type GraphEntry } from '../identity/graph-state.js';
+import type { GraphNode } from '../identity/kinds.js';
 import type { EnrichItem } from '../item.js';
 import { clusterRefusals, identifiersSkipped } from '../metrics.js';
 import { resolvePage, type ResolvedPage } from '../page-data.js';
@@ -30,22 +38,27 @@ function withdrawn(item: EnrichItem): { adStorage: boolean; adUserData: boolean 
   return adStorage || adUserData ? { adStorage, adUserData } : null;
 }
 
-export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number; readonly store?: GraphStore }) {
-  const store = deps.store ?? postgresGraphStore;
-  return async function linkIdentities(sql: Sql, items: readonly EnrichItem[], selections: readonly Selection[]): Promise<Array<ClusterReads | null>> {
+/** The graph one batch works on: the live state, or a replay's read-only view. */
+interface BatchGraph extends ClusterReader {
+  link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: ReturnType<typeof pageDataOf>): LinkResult;
+  withdraw(scope: GraphScope, nodes: readonly GraphNode[], at: number, purposes: { readonly adStorage: boolean; readonly adUserData: boolean }): void;
+}
+
+export interface LinkContext {
+  readonly sql: Sql;
+  /** The stage's state (live); absent in a replay. */
+  readonly store?: KeyValueStore<GraphEntry>;
+  readonly emit?: (output: OutputRecord) => void;
+}
+
+export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers: number; readonly retentionMs?: number }) {
+  return async function linkIdentities(ctx: LinkContext, items: readonly EnrichItem[], selections: readonly Selection[]): Promise<Array<ClusterReads | null>> {
     for (const i of items) for (const s of i.graph.skipped) identifiersSkipped.inc({ reason: s.reason });
     // An event that withholds consent adds nothing, but its identifiers find the clusters its withdrawal applies to.
     const touched = (i: EnrichItem) => (withdrawn(i) ? [...i.graph.nodes, ...i.graph.withheld] : i.graph.nodes);
-    const linking = items.filter((i) => touched(i).length > 0);
-    await store.lock(
-      sql,
-      linking.map((i) => i.scope),
-    );
-    const graph = await store.load(
-      sql,
-      linking.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node }))),
-      deps,
-    );
+    const nodes = items.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node })));
+    const state = ctx.store ? await GraphState.load(ctx.store, nodes, deps) : undefined;
+    const graph: BatchGraph = state ?? (await loadGraph(ctx.sql, nodes, deps));
     const reads = items.map((item, k) => {
       const { e, consent } = item;
       // Session data is kept under the same rule as the graph itself (ad_storage).
@@ -64,7 +77,11 @@ export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers:
         page: resolvePage(graph, e, linked.resolved),
       };
     });
-    await store.save(sql, graph);
+    if (state) {
+      for (const changes of await state.save()) {
+        ctx.emit!({ topic: Topics.identityChanges, key: graphKey({ workspaceId: changes.workspace_id, keyMode: changes.key_mode }), value: changes });
+      }
+    }
     return reads;
   };
 }

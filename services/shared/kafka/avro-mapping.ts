@@ -61,12 +61,16 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       session: e.session === null ? null : nullable(e.session, SESSION_FIELDS),
       payload_json: JSON.stringify(e.payload),
       event_time: e.event_time ?? null,
+      graph_erasure: e.graph_erasure ?? null,
     };
   },
   fromAvro(a) {
-    const { payload_json, identifiers, session, dedupe, consent, event_time, ...rest } = a;
+    const { payload_json, identifiers, session, dedupe, consent, event_time, graph_erasure, ...rest } = a;
     return {
       ...rest,
+      ...(graph_erasure === null || graph_erasure === undefined
+        ? {}
+        : { graph_erasure: { erasure_id: graph_erasure.erasure_id, nodes: (graph_erasure.nodes as AvroValue[]).map((n) => ({ kind: n.kind, value: n.value })) } }),
       ...(event_time === null || event_time === undefined ? {} : { event_time: Number(event_time) }),
       dedupe: dedupe === null ? null : { key: dedupe.key, scope: dedupe.scope },
       consent: { ...consent },
@@ -156,11 +160,48 @@ export const conversionDeadLetterMapping: TopicMapping<ConversionDeadLetterValue
   fromAvro: ({ record_json, ...rest }) => ({ ...rest, record: JSON.parse(record_json) }),
 };
 
+/** Enrich's graph entries (services/enrich/identity/graph-state.ts), kept structural here: a cluster has `into`. */
+type GraphEntryValue = Record<string, unknown>;
+
+export const identityStateMapping: TopicMapping<GraphEntryValue> = {
+  schemaFile: 'identity-state.avsc',
+  toAvro: (v) => ('into' in v ? { node: null, cluster: v } : { node: v, cluster: null }),
+  fromAvro: (a) => (a.cluster ?? a.node) as GraphEntryValue,
+};
+
+/** GraphChanges: the rows' workspace and key mode are the record's, not repeated per row on the wire. */
+interface GraphChangesValue {
+  readonly workspace_id: string;
+  readonly key_mode: string;
+  readonly nodes: ReadonlyArray<Record<string, unknown>>;
+  readonly edges: ReadonlyArray<Record<string, unknown>>;
+  readonly [field: string]: unknown;
+}
+
+export const identityChangesMapping: TopicMapping<GraphChangesValue> = {
+  schemaFile: 'identity-changes.avsc',
+  toAvro: (c) => ({
+    ...c,
+    nodes: c.nodes.map(({ workspace_id: _w, key_mode: _k, ...row }) => row),
+    edges: c.edges.map(({ workspace_id: _w, key_mode: _k, ...row }) => row),
+  }),
+  fromAvro: (a) => {
+    const scope = { workspace_id: a.workspace_id as string, key_mode: a.key_mode as string };
+    return {
+      ...(a as GraphChangesValue),
+      nodes: (a.nodes as AvroValue[]).map((row) => ({ ...row, ...scope })),
+      edges: (a.edges as AvroValue[]).map((row) => ({ ...row, ...scope })),
+    };
+  },
+};
+
 /** Every topic's value mapping; events.raw and events.deduped share the envelope schema. */
 export const TOPIC_MAPPINGS: Readonly<Record<TopicName, TopicMapping<any>>> = {
   [Topics.eventsRaw]: envelopeMapping,
   [Topics.eventsDeduped]: envelopeMapping,
   [Topics.dedupeState]: dedupeStateMapping,
+  [Topics.identityState]: identityStateMapping,
+  [Topics.identityChanges]: identityChangesMapping,
   [Topics.conversionsReady]: conversionMapping,
   [Topics.eventsDlq]: deadLetterMapping,
   [Topics.conversionsDlq]: conversionDeadLetterMapping,

@@ -13,14 +13,14 @@ import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../sh
 import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
-import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
+import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { processWithPolicy } from '../error-policy.js';
 import type { ProducedRecord } from '../log.js';
 import { NoStore } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
-import { flushTableStore, purgeStore, tableStoreTransaction } from './table-store.js';
+import { flushTableStore, purgeStoreRetention, tableStoreTransaction } from './table-store.js';
 
 /** Advisory lock class of embedded stage batches (the second key is the stage's name). */
 const STAGE_LOCK_CLASS = 7_312_405;
@@ -94,9 +94,9 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private async housekeeping(): Promise<void> {
     const now = this.now();
     const store = this.processor.store;
-    if (store?.retentionMs && now - this.lastPurge >= (this.opts.purgeIntervalMs ?? 5 * 60_000)) {
+    if ((store?.retentionMs || store?.retentionByPrefix) && now - this.lastPurge >= (this.opts.purgeIntervalMs ?? 5 * 60_000)) {
       this.lastPurge = now;
-      const n = await purgeStore(this.db, store.name, store.retentionMs);
+      const n = await purgeStoreRetention(this.db, store);
       if (n > 0) stateStorePurged.inc({ store: store.name }, n);
     }
     const p = this.processor.punctuate;
@@ -118,13 +118,15 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       if (batch.length === 0) return undefined;
       const store = processor.store ? tableStoreTransaction<S>(tx, processor.store.name) : new NoStore<S>();
       const records = batch.map((r) => this.inputOf(r));
+      const emitted: OutputRecord[] = [];
       const outcomes = await processWithPolicy(processor, records, {
         sql: tx,
         store,
         now: this.now,
+        emitted,
         onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
       });
-      const outputs = this.outputsOf(records, outcomes);
+      const outputs = this.outputsOf(records, outcomes, emitted);
       // The queryable copy of the batch's dead letters (shared/dead-letter.ts), in the same transaction.
       await recordDeadLetters(tx, (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter)));
       await appendInTransaction(tx, outputs);
@@ -167,7 +169,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     };
   }
 
-  private outputsOf(records: readonly InputRecord<V>[], outcomes: readonly Outcome[]): Map<TopicName, ProducedRecord[]> {
+  private outputsOf(records: readonly InputRecord<V>[], outcomes: readonly Outcome[], emitted: readonly OutputRecord[]): Map<TopicName, ProducedRecord[]> {
     const outputs = new Map<TopicName, ProducedRecord[]>();
     const push = (topic: TopicName, r: ProducedRecord): void => {
       const list = outputs.get(topic);
@@ -179,6 +181,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       if (o.type === 'ok') for (const out of o.outputs) push(out.topic, { key: out.key, value: out.value });
       else if (o.type === 'dlq') push(Topics.eventsDlq, { key: record.key, value: deadLetterOf(this.processor.name, record, record.value, o, this.now()) });
     });
+    for (const out of emitted) push(out.topic, { key: out.key, value: out.value });
     return outputs;
   }
 

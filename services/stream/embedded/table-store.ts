@@ -43,19 +43,40 @@ export async function flushTableStore<S>(sql: Sql, store: string, tx: StoreTrans
   if (deletes.length > 0) await sql.query('DELETE FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [store, deletes]);
 }
 
+/** Which keys a purge looks at: those with a prefix, or all but those with the given prefixes. */
+export interface PurgeKeys {
+  readonly prefix?: string;
+  readonly except?: readonly string[];
+}
+
+/** Purges every retention class of a store (contract.ts StoreSpec). Returns how many entries went. */
+export async function purgeStoreRetention(db: Sql, spec: { readonly name: string; readonly retentionMs?: number; readonly retentionByPrefix?: Readonly<Record<string, number>> }): Promise<number> {
+  const prefixes = Object.entries(spec.retentionByPrefix ?? {});
+  let n = 0;
+  for (const [prefix, ms] of prefixes) n += await purgeStore(db, spec.name, ms, undefined, { prefix });
+  if (spec.retentionMs !== undefined) n += await purgeStore(db, spec.name, spec.retentionMs, undefined, { except: prefixes.map(([p]) => p) });
+  return n;
+}
+
 /**
  * Deletes entries of a store not written for `retentionMs` (bounded storage for windowed stores such as dedupe's).
  * In chunks, so one purge never holds a long transaction over a large table.
  */
-export async function purgeStore(db: Sql, store: string, retentionMs: number, chunk = 5_000): Promise<number> {
+export async function purgeStore(db: Sql, store: string, retentionMs: number, chunk = 5_000, keys: PurgeKeys = {}): Promise<number> {
   let total = 0;
+  // Prefixes are matched with starts_with (no LIKE pattern characters to escape).
+  const only = keys.prefix === undefined ? '' : 'AND starts_with(key, $4)';
+  const except = keys.except && keys.except.length > 0 ? `AND NOT EXISTS (SELECT 1 FROM unnest($${keys.prefix === undefined ? 4 : 5}::text[]) AS p(x) WHERE starts_with(key, p.x))` : '';
+  const params: unknown[] = [store, retentionMs, chunk];
+  if (keys.prefix !== undefined) params.push(keys.prefix);
+  if (except) params.push(keys.except);
   for (;;) {
     const r = await db.query<{ key: string }>(
       `DELETE FROM state_store WHERE store = $1 AND key IN (
-         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - $2::double precision * interval '1 millisecond'
+         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - $2::double precision * interval '1 millisecond' ${only} ${except}
          LIMIT $3)
        RETURNING key`,
-      [store, retentionMs, chunk],
+      params,
     );
     total += r.rows.length;
     if (r.rows.length < chunk) return total;

@@ -39,7 +39,7 @@ import {
   stateStoreRestoreDuration,
 } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
-import { deadLetterOf, type InputRecord, type Outcome, type Stage, type StageRunner } from '../contract.js';
+import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { OutageError, processWithPolicy } from '../error-policy.js';
 import { NoStore, PartitionStore, type PartitionStateStore } from '../store.js';
 
@@ -202,7 +202,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       this.tasks.set(p, {
         partition: p,
         producer: new TransactionalProducer(this.deps.connection, `${this.groupId}-${this.input}-${p}`),
-        store: store ? (store.partitionStore?.() ?? new PartitionStore<S>(store.retentionMs)) : undefined,
+        store: store ? (store.partitionStore?.() ?? new PartitionStore<S>({ ms: store.retentionMs, byPrefix: store.retentionByPrefix })) : undefined,
         phase: 'preparing',
         changelogPos: 0n,
         restoreTarget: undefined,
@@ -363,10 +363,12 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     let processed: Outcome[];
     try {
       processed = await this.deps.sql.transaction(async (sql) => {
+        const emitted: OutputRecord[] = [];
         const outcomes = await processWithPolicy(processor, inputs, {
           sql,
           store: tx,
           now: this.now,
+          emitted,
           onFailure: (err, size) => this.logger.warn({ err, partition: task.partition, size }, 'batch attempt failed; bisecting'),
         });
         // The outputs are encoded inside the transaction: a record whose output does not fit its schema is a dead
@@ -399,6 +401,9 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
           counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
         }
+        // A batch output that does not fit its schema is a bug of the stage, not of a record: the chunk fails and waits.
+        const timestamp = chunk.at(-1)!.timestamp;
+        for (const o of emitted) push(o.topic, { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers, timestamp });
         await recordDeadLetters(sql, letters.map(entryOfStageLetter));
         return outcomes;
       });

@@ -1,0 +1,121 @@
+/**
+ * The graph sink: a stage that writes what enrich's batches changed in the identity graph (identity.graph-changes)
+ * to the queryable tables identity_nodes and identity_edges, off enrich's hot path and in bulk: per batch of change
+ * records, one relabel statement for the merges, one upsert of the nodes, one update for consent withdrawals and one
+ * upsert of the edges. Erasures cut the batch, so rows written after an erasure are never deleted by it.
+ * Every write describes the graph as it is after the change, so a batch applied twice leaves the same rows.
+ * How far the tables trail the graph: identity_graph_sink_delay_seconds, and the stage's consumer lag.
+ */
+import type { Sql } from '../../shared/db/db.js';
+import { Topics } from '../../shared/topics.js';
+import { dlq, ok, type Outcome, type Stage } from '../../stream/contract.js';
+import { graphSinkDelay } from '../metrics.js';
+import { nodeIdOf, upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
+import type { GraphChanges } from './graph-state.js';
+
+export const GRAPH_SINK_STAGE = 'identity-sink';
+
+const isChanges = (v: unknown): v is GraphChanges => {
+  const c = v as GraphChanges;
+  return (
+    typeof v === 'object' &&
+    v !== null &&
+    typeof c.workspace_id === 'string' &&
+    (c.key_mode === 'live' || c.key_mode === 'test') &&
+    [c.merges, c.nodes, c.edges, c.withdrawals, c.erased_clusters, c.erased_nodes].every(Array.isArray)
+  );
+};
+
+export function createGraphSinkStage(): Stage<unknown> {
+  return {
+    name: GRAPH_SINK_STAGE,
+    input: Topics.identityChanges,
+    async processBatch(records, ctx) {
+      const outcomes: Outcome[] = [];
+      let run: GraphChanges[] = [];
+      for (const r of records) {
+        if (!isChanges(r.value)) {
+          outcomes.push(dlq('invalid_graph_changes', 'not a GraphChanges record'));
+          continue;
+        }
+        run.push(r.value);
+        outcomes.push(ok());
+        if (r.value.erased_clusters.length > 0 || r.value.erased_nodes.length > 0) {
+          await applyChanges(ctx.sql, run);
+          run = [];
+        }
+      }
+      await applyChanges(ctx.sql, run);
+      const newest = records.at(-1);
+      if (newest) graphSinkDelay.set(Math.max(0, ctx.now() - newest.timestamp) / 1000);
+      return outcomes;
+    },
+  };
+}
+
+/** Applies change records in order: only the last may hold erasures (createGraphSinkStage cuts the batch after them). */
+export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): Promise<void> {
+  if (changes.length === 0) return;
+  const into = new Map<string, string>();
+  for (const c of changes) for (const m of c.merges) into.set(m.from, m.into);
+  const root = (id: string): string => {
+    let r = id;
+    for (let hops = 0; hops < 64 && into.has(r); hops++) r = into.get(r)!;
+    return r;
+  };
+  if (into.size > 0) {
+    const from = [...into.keys()];
+    await sql.query(
+      `UPDATE identity_nodes AS n SET cluster_id = m.into_id FROM unnest($1::text[], $2::text[]) AS m(from_id, into_id) WHERE n.cluster_id = m.from_id`,
+      [from, from.map(root)],
+    );
+  }
+
+  const nodes = new Map<string, NodeRow>();
+  const withdrawals = new Map<string, { storage: number | null; userData: number | null }>();
+  const edges = new Map<string, EdgeRow>();
+  for (const c of changes) {
+    for (const n of c.nodes) nodes.set(n.node_id, { ...n, cluster_id: root(n.cluster_id) });
+    for (const w of c.withdrawals) {
+      const id = root(w.cluster_id);
+      const prior = withdrawals.get(id);
+      withdrawals.set(id, {
+        storage: maxOf(prior?.storage ?? null, w.ad_storage_withdrawn_at),
+        userData: maxOf(prior?.userData ?? null, w.ad_user_data_withdrawn_at),
+      });
+    }
+    for (const e of c.edges) {
+      const key = `${e.workspace_id}\n${e.key_mode}\n${e.a_kind}\n${e.a_value}\n${e.b_kind}\n${e.b_value}`;
+      const prior = edges.get(key);
+      edges.set(key, prior ? { ...e, first_seen_at: Math.min(prior.first_seen_at, e.first_seen_at), last_seen_at: Math.max(prior.last_seen_at, e.last_seen_at) } : e);
+    }
+  }
+  await upsertNodes(sql, [...nodes.values()]);
+  if (withdrawals.size > 0) {
+    const ids = [...withdrawals.keys()];
+    await sql.query(
+      `UPDATE identity_nodes AS n SET
+         ad_storage_withdrawn_at = GREATEST(n.ad_storage_withdrawn_at, to_timestamp(w.storage / 1000.0)),
+         ad_user_data_withdrawn_at = GREATEST(n.ad_user_data_withdrawn_at, to_timestamp(w.user_data / 1000.0))
+       FROM unnest($1::text[], $2::float8[], $3::float8[]) AS w(cluster_id, storage, user_data) WHERE n.cluster_id = w.cluster_id`,
+      [ids, ids.map((i) => withdrawals.get(i)!.storage), ids.map((i) => withdrawals.get(i)!.userData)],
+    );
+  }
+  await upsertEdges(sql, [...edges.values()]);
+
+  const last = changes.at(-1)!;
+  if (last.erased_clusters.length > 0 || last.erased_nodes.length > 0) {
+    const scope = { workspaceId: last.workspace_id, keyMode: last.key_mode };
+    // The erased clusters' nodes (those written since the erasure job deleted them too), then every edge touching one.
+    await sql.query(
+      `WITH gone AS (
+         DELETE FROM identity_nodes WHERE cluster_id = ANY($1::text[]) OR node_id = ANY($2::text[]) RETURNING workspace_id, kind, value)
+       DELETE FROM identity_edges e USING gone
+       WHERE e.workspace_id = gone.workspace_id
+         AND ((e.a_kind = gone.kind AND e.a_value = gone.value) OR (e.b_kind = gone.kind AND e.b_value = gone.value))`,
+      [last.erased_clusters.map(root), last.erased_nodes.map((n) => nodeIdOf(scope, n))],
+    );
+  }
+}
+
+const maxOf = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));

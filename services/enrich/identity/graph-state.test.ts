@@ -1,0 +1,236 @@
+/**
+ * The partition-local graph (graph-state.ts) against the whole-cluster model it replaces (GraphSnapshot over every
+ * node of the graph): on seeded streams of events (merges, cap refusals, page data, click ids, consent withdrawals,
+ * times out of order, both key modes), run in batches through a store, every read after every event and the rows
+ * the graph sink builds must equal the reference's.
+ */
+import { describe, expect, it } from 'vitest';
+import { PartitionStore, StoreTransaction } from '../../stream/store.js';
+import { GraphSnapshot, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
+import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
+import { kindPriority, type GraphKind, type GraphNode } from './kinds.js';
+
+const DAY = 24 * 3600_000;
+const T0 = Date.UTC(2026, 10, 1);
+const PERSONAL: GraphKind[] = ['email_sha256', 'email_canonical_sha256', 'phone_e164_sha256', 'user_id'];
+
+function prng(seed: number): () => number {
+  let a = seed;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface GraphEvent {
+  readonly scope: GraphScope;
+  readonly nodes: GraphNode[];
+  readonly at: number;
+  readonly page: { page_location: string | null; user_agent: string | null } | null;
+  readonly withdraw: { adStorage: boolean; adUserData: boolean } | null;
+}
+
+function stream(seed: number, n: number): GraphEvent[] {
+  const r = prng(seed);
+  const pick = (k: number) => Math.floor(r() * k);
+  const out: GraphEvent[] = [];
+  let at = T0;
+  for (let i = 0; i < n; i++) {
+    at += pick(3) * 3600_000;
+    const nodes = new Map<string, GraphNode>();
+    const add = (kind: GraphKind, value: string) => nodes.set(`${kind}:${value}`, { kind, value });
+    if (r() < 0.4) add('user_id', `u${pick(14)}`);
+    if (r() < 0.4) add('email_sha256', `e${pick(18)}`);
+    if (r() < 0.15) add('phone_e164_sha256', `p${pick(9)}`);
+    if (r() < 0.7) add('client_id', `c${pick(30)}`);
+    if (r() < 0.6) add('session_id', `s${pick(60)}`);
+    if (r() < 0.25) add('ttclid', `t${pick(40)}`);
+    if (r() < 0.05) add('organization', `o${pick(3)}`);
+    const page = r() < 0.5 ? { page_location: r() < 0.6 ? `https://shop.example/${pick(5)}` : null, user_agent: r() < 0.8 ? `agent-${pick(3)}` : null } : null;
+    const w = r();
+    out.push({
+      scope: { workspaceId: 'ws_state', keyMode: r() < 0.9 ? 'live' : 'test' },
+      nodes: [...nodes.values()].sort((a, b) => kindPriority(a.kind) - kindPriority(b.kind) || (a.value < b.value ? -1 : 1)),
+      // Some events arrive late: their receive time is before the newest seen.
+      at: r() < 0.1 ? at - pick(48) * 3600_000 : at,
+      page: page && (page.page_location || page.user_agent) ? page : null,
+      withdraw: w < 0.04 ? { adStorage: true, adUserData: false } : w < 0.08 ? { adStorage: false, adUserData: true } : null,
+    });
+  }
+  return out;
+}
+
+/** The reads a conversion makes of its cluster, from either model. */
+function reads(g: GraphSnapshot | GraphState, cluster: string | null, at: number) {
+  if (cluster === null) return null;
+  return {
+    personal: g.offeredIdentifiers(cluster, PERSONAL, 5),
+    click: g.newestClickId(cluster, at, 7 * DAY),
+    page: g.newestPageData(cluster) ?? null,
+  };
+}
+
+/** The store a partition keeps, committed batch by batch as the Kafka runtime does. */
+function partition() {
+  const store = new PartitionStore<GraphEntry>({ ms: 180 * DAY, byPrefix: EPHEMERAL_RETENTION });
+  return {
+    store,
+    async batch<T>(fn: (tx: StoreTransaction<GraphEntry>) => Promise<T>): Promise<T> {
+      const tx = store.begin();
+      const out = await fn(tx);
+      store.apply(tx, T0);
+      return out;
+    },
+  };
+}
+
+/** The queryable tables as the graph sink leaves them (graph-sink.ts applyChanges, in memory). */
+function tables() {
+  const nodes = new Map<string, NodeRow>();
+  const edges = new Map<string, EdgeRow>();
+  return {
+    nodes,
+    edges,
+    apply(c: GraphChanges) {
+      for (const m of c.merges) for (const row of nodes.values()) if (row.cluster_id === m.from) row.cluster_id = m.into;
+      for (const row of c.nodes) nodes.set(row.node_id, { ...row });
+      for (const e of c.edges) {
+        const k = `${e.workspace_id}|${e.key_mode}|${e.a_kind}|${e.a_value}|${e.b_kind}|${e.b_value}`;
+        const prior = edges.get(k);
+        edges.set(k, prior ? { ...e, first_seen_at: Math.min(prior.first_seen_at, e.first_seen_at), last_seen_at: Math.max(prior.last_seen_at, e.last_seen_at) } : { ...e });
+      }
+    },
+  };
+}
+
+const comparable = (rows: Iterable<NodeRow>) =>
+  [...rows]
+    .map(({ ad_storage_withdrawn_at: _s, ad_user_data_withdrawn_at: _u, ...row }) => row)
+    .sort((a, b) => (a.node_id < b.node_id ? -1 : 1));
+
+describe('identity graph as partition-local state', () => {
+  it.each([
+    { seed: 3, events: 600, batch: 1, cap: 100 },
+    { seed: 7, events: 1500, batch: 50, cap: 100 },
+    { seed: 13, events: 1500, batch: 350, cap: 6 },
+    { seed: 21, events: 2500, batch: 97, cap: 4 },
+  ])('seed $seed, batches of $batch, cap $cap: the same reads and tables as the whole-cluster model', async ({ seed, events, batch, cap }) => {
+    const evs = stream(seed, events);
+    const reference = new GraphSnapshot({ maxClusterIdentifiers: cap });
+    const p = partition();
+    const t = tables();
+    for (let i = 0; i < evs.length; i += batch) {
+      const slice = evs.slice(i, i + batch);
+      await p.batch(async (tx) => {
+        const touched = slice.flatMap((e) => e.nodes.map((node) => ({ scope: e.scope, node })));
+        const state = await GraphState.load(tx, touched, { maxClusterIdentifiers: cap });
+        for (const e of slice) {
+          const expected = reference.link(e.scope, e.nodes, e.at, e.page);
+          const got = state.link(e.scope, e.nodes, e.at, e.page);
+          expect(got).toEqual(expected);
+          if (e.withdraw) {
+            reference.withdraw(e.scope, e.nodes, e.at, e.withdraw);
+            state.withdraw(e.scope, e.nodes, e.at, e.withdraw);
+          }
+          expect(reads(state, got.resolved, e.at)).toEqual(reads(reference, expected.resolved, e.at));
+        }
+        for (const c of await state.save()) t.apply(c);
+      });
+    }
+    const { nodes, edges } = reference.changes();
+    expect(comparable(t.nodes.values())).toEqual(comparable(nodes));
+    expect([...t.edges.values()].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual(
+      [...edges].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    );
+  });
+
+  it('reads and writes only what an event touches: the entries per event do not grow with the history', async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_loyal', keyMode: 'live' };
+    const sizes: number[] = [];
+    let cluster = '';
+    for (let visit = 0; visit < 400; visit++) {
+      const nodes: GraphNode[] = [
+        { kind: 'email_sha256', value: 'loyal' },
+        { kind: 'client_id', value: 'c1' },
+        { kind: 'session_id', value: `s${visit}` },
+        { kind: 'ttclid', value: `t${visit}` },
+      ];
+      const written = await p.batch(async (tx) => {
+        const state = await GraphState.load(tx, nodes.map((node) => ({ scope, node })), { maxClusterIdentifiers: 100 });
+        cluster = state.link(scope, nodes, T0 + visit * 3600_000, { page_location: `https://shop.example/${visit}`, user_agent: 'agent' }).resolved!;
+        await state.save();
+        return [...tx.changes()];
+      });
+      sizes.push(JSON.stringify(written).length);
+    }
+    // Four identifier entries and one cluster summary each time; the summary holds at most MAX_CLICKS click ids.
+    expect(sizes.at(-1)!).toBeLessThanOrEqual(sizes[MAX_CLICKS + 1]! + 64);
+    const summary = p.store.read(clusterStoreKey(cluster)) as ClusterState;
+    expect(summary.members.map((m) => m.kind).sort()).toEqual(['client_id', 'email_sha256']);
+    expect(summary.clicks).toHaveLength(MAX_CLICKS);
+    expect(summary.clicks[0]!.value).toBe('t399');
+    expect(summary.page_with_location?.page_location).toBe('https://shop.example/399');
+  });
+
+  it('an erasure removes the clusters of the given identifiers and their stable identifiers; later events start afresh', async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_erase', keyMode: 'live' };
+    const person: GraphNode[] = [
+      { kind: 'user_id', value: 'u1' },
+      { kind: 'email_sha256', value: 'e1' },
+      { kind: 'client_id', value: 'c1' },
+      { kind: 'session_id', value: 's1' },
+    ];
+    const other: GraphNode[] = [{ kind: 'client_id', value: 'c2' }];
+    await p.batch(async (tx) => {
+      const s = await GraphState.load(tx, [...person, ...other].map((node) => ({ scope, node })), { maxClusterIdentifiers: 100 });
+      s.link(scope, person, T0, null);
+      s.link(scope, other, T0, null);
+      await s.save();
+    });
+    const changes = await p.batch(async (tx) => {
+      const s = await GraphState.load(tx, [{ scope, node: person[0]! }], { maxClusterIdentifiers: 100 });
+      expect(s.erase(scope, [person[0]!])).toBe(1);
+      return s.save();
+    });
+    for (const n of person.slice(0, 3)) expect(p.store.read(nodeStoreKey(scope, n))).toBeUndefined();
+    expect(p.store.read(nodeStoreKey(scope, other[0]!))).toBeDefined();
+    expect(changes).toHaveLength(1);
+    expect(changes[0]!.erased_clusters).toHaveLength(1);
+    expect(changes[0]!.erased_nodes.map((n) => n.value).sort()).toEqual(['c1', 'e1', 'u1']);
+    // The session's entry still points at the erased cluster: it counts as absent, and founds a new cluster.
+    const again = await p.batch(async (tx) => {
+      const s = await GraphState.load(tx, [{ scope, node: person[3]! }, { scope, node: person[2]! }], { maxClusterIdentifiers: 100 });
+      const linked = s.link(scope, [person[2]!, person[3]!], T0 + DAY, null);
+      return { linked, pii: s.offeredIdentifiers(linked.resolved!, PERSONAL, 5) };
+    });
+    expect(again.pii).toEqual([]);
+    expect(again.linked.resolved).not.toBeNull();
+  });
+
+  it('a cluster merged away is never founded again under its id (entries that still point at it stay with the erasure)', async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_refound', keyMode: 'live' };
+    const n = (kind: GraphKind, value: string): GraphNode => ({ kind, value });
+    const run = (fn: (s: GraphState) => unknown, nodes: GraphNode[]) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, nodes.map((node) => ({ scope, node })), { maxClusterIdentifiers: 100 });
+        const out = fn(s);
+        await s.save();
+        return out;
+      });
+    const founded = (await run((s) => s.link(scope, [n('client_id', 'c1'), n('session_id', 's1')], T0, null), [n('client_id', 'c1'), n('session_id', 's1')])) as { resolved: string };
+    await run((s) => s.link(scope, [n('email_sha256', 'e1'), n('client_id', 'c2'), n('client_id', 'c3')], T0, null), [n('email_sha256', 'e1'), n('client_id', 'c2'), n('client_id', 'c3')]);
+    await run((s) => s.link(scope, [n('email_sha256', 'e1'), n('client_id', 'c1')], T0 + 1, null), [n('email_sha256', 'e1'), n('client_id', 'c1')]);
+    expect((p.store.read(clusterStoreKey(founded.resolved)) as ClusterState).into).not.toBeNull();
+    await run((s) => s.erase(scope, [n('email_sha256', 'e1')]), [n('email_sha256', 'e1')]);
+    const again = (await run((s) => s.link(scope, [n('client_id', 'c1')], T0 + DAY, null), [n('client_id', 'c1')])) as { resolved: string };
+    expect(again.resolved).not.toBe(founded.resolved);
+    // s1 still points at the erased person's cluster: absent, so it founds a cluster of its own, not c1's new one.
+    const session = (await run((s) => s.link(scope, [n('session_id', 's1')], T0 + DAY, null), [n('session_id', 's1')])) as { resolved: string };
+    expect(session.resolved).not.toBe(again.resolved);
+  });
+});

@@ -1,0 +1,529 @@
+/**
+ * The identity graph as enrich's partition-local state: the runtime's keyed store (in memory, restored from the
+ * compacted changelog, on Kafka; a table embedded). events.deduped is keyed by the graph (workspace and key mode), so
+ * one partition owns a graph: a single writer, no lock.
+ *
+ * An event reads and writes only what it touches, whatever the person's history:
+ *  - an entry per identifier (`NodeState`): its cluster, when it was seen, its page data;
+ *  - an entry per cluster (`ClusterState`): a summary of exactly what the reads need (its stable identifiers, which
+ *    the size cap bounds; its newest click ids; its best page data; its consent withdrawals). A merge folds the
+ *    smaller summary into the larger and leaves a forward (`into`) behind: member entries are never relabelled.
+ * Sessions and click ids are ephemeral: their entries age out of the store (EPHEMERAL_RETENTION) and are in no list
+ * that grows. The queryable tables (identity_nodes, identity_edges) are written off the hot path by the graph sink
+ * (graph-sink.ts) from the changes each batch emits (`GraphChanges`).
+ * The rules of one event are those of cluster-plan.ts; the reads answer exactly what GraphSnapshot (graph-repo.ts)
+ * answers over whole clusters (graph-state.test.ts holds the two side by side).
+ */
+import type { KeyValueStore } from '../../stream/store.js';
+import { clusterIdFor, planCluster, type ClusterPlan } from './cluster-plan.js';
+import type { ClusterReader, EdgeRow, GraphScope, LinkResult, NodeRow, OfferedNode } from './graph-repo.js';
+import { nodeIdOf } from './graph-repo.js';
+import type { PageData } from './identifiers.js';
+import { KIND_RULES, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
+
+export interface NodeState {
+  /** The cluster the node joined (possibly merged since: follow the cluster's `into`). */
+  cluster: string;
+  first_seen_at: number;
+  last_seen_at: number;
+  page_location: string | null;
+  user_agent: string | null;
+  page_seen_at: number | null;
+}
+
+export interface MemberState {
+  readonly kind: GraphKind;
+  readonly value: string;
+  first_seen_at: number;
+  last_seen_at: number;
+}
+
+/** A node's page data as a candidate for the cluster's newest session data. */
+export interface PageCandidate {
+  readonly kind: GraphKind;
+  readonly value: string;
+  readonly page_location: string | null;
+  readonly user_agent: string | null;
+  readonly page_seen_at: number;
+}
+
+export interface ClusterState {
+  /** Set when the cluster was merged into another: then nothing else is kept. */
+  into: string | null;
+  /** Its stable identifiers (bounded by the size cap). */
+  members: MemberState[];
+  /** Its newest click ids by first seen (at most MAX_CLICKS, none older than the longest click window). */
+  clicks: MemberState[];
+  /** The node with the newest page data among those with a page location, and among all. */
+  page_with_location: PageCandidate | null;
+  page_any: PageCandidate | null;
+  ad_storage_withdrawn_at: number | null;
+  ad_user_data_withdrawn_at: number | null;
+}
+
+export type GraphEntry = NodeState | ClusterState;
+
+const DAY_MS = 24 * 3600_000;
+/** Click ids a cluster keeps as attribution candidates. */
+export const MAX_CLICKS = 32;
+/** The longest click window a forwarding setup may have (console/routes/forwarding.ts). */
+export const MAX_CLICK_WINDOW_MS = 90 * DAY_MS;
+
+/** Key prefixes of the store: one per node kind, and the clusters'. */
+const KIND_TAG: Readonly<Record<GraphKind, string>> = {
+  user_id: 'u',
+  email_sha256: 'e',
+  email_canonical_sha256: 'E',
+  phone_e164_sha256: 'p',
+  phone_numeric_sha256: 'P',
+  client_id: 'k',
+  session_id: 's',
+  ttclid: 't',
+  organization: 'o',
+};
+const CLUSTER_TAG = 'c';
+const SEP = '\u001f';
+
+/**
+ * How long an entry of the graph stays without being written, by key prefix: sessions and click ids age out (a click
+ * id after the longest click window, a session after two days); the rest stays for the graph's retention.
+ */
+export const EPHEMERAL_RETENTION: Readonly<Record<string, number>> = {
+  [KIND_TAG.session_id + SEP]: 2 * DAY_MS,
+  [KIND_TAG.ttclid + SEP]: MAX_CLICK_WINDOW_MS,
+};
+
+export const nodeStoreKey = (scope: GraphScope, n: GraphNode): string => `${KIND_TAG[n.kind]}${SEP}${scope.workspaceId}${SEP}${scope.keyMode}${SEP}${n.value}`;
+export const clusterStoreKey = (clusterId: string): string => `${CLUSTER_TAG}${SEP}${clusterId}`;
+export const isClusterKey = (key: string): boolean => key.startsWith(CLUSTER_TAG + SEP);
+
+/** What a batch changed in the graph, for the queryable tables (one record per graph and batch). */
+export interface GraphChanges {
+  readonly workspace_id: string;
+  readonly key_mode: GraphScope['keyMode'];
+  /** Clusters folded into others, in order. */
+  readonly merges: ReadonlyArray<{ readonly from: string; readonly into: string }>;
+  /** The nodes the batch changed, with their cluster after the batch. */
+  readonly nodes: readonly NodeRow[];
+  readonly edges: readonly EdgeRow[];
+  /** Consent withdrawals, by the cluster (after the batch) they apply to. */
+  readonly withdrawals: ReadonlyArray<{ readonly cluster_id: string; readonly ad_storage_withdrawn_at: number | null; readonly ad_user_data_withdrawn_at: number | null }>;
+  /** Erasures: the clusters whose nodes go, and nodes to delete by identity (both after the rest). */
+  readonly erased_clusters: readonly string[];
+  readonly erased_nodes: readonly GraphNode[];
+}
+
+const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
+const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+const maxOrNull = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
+
+/** Order of page candidates within one list: newest page data first, then kind and value (GraphSnapshot's ties). */
+function better(a: PageCandidate, b: PageCandidate | null): boolean {
+  if (!b) return true;
+  return a.page_seen_at !== b.page_seen_at ? a.page_seen_at > b.page_seen_at : (byString(a.kind, b.kind) || byValue(a, b)) < 0;
+}
+
+const emptyCluster = (): ClusterState => ({
+  into: null,
+  members: [],
+  clicks: [],
+  page_with_location: null,
+  page_any: null,
+  ad_storage_withdrawn_at: null,
+  ad_user_data_withdrawn_at: null,
+});
+
+interface Touched {
+  readonly scope: GraphScope;
+  readonly node: GraphNode;
+}
+
+export interface GraphStateOptions {
+  readonly maxClusterIdentifiers: number;
+  /** Stable identifiers not seen for this long leave their cluster's summary (the graph's retention). */
+  readonly retentionMs?: number;
+}
+
+/** The part of the graph one batch touches, read from the store in a few rounds, changed in memory, then written. */
+export class GraphState implements ClusterReader {
+  private readonly nodes = new Map<string, NodeState>();
+  private readonly clusters = new Map<string, ClusterState>();
+  private readonly dirtyNodes = new Map<string, Touched>();
+  private readonly dirtyClusters = new Set<string>();
+  private readonly edges = new Map<string, EdgeRow>();
+  private readonly merges: Array<{ from: string; into: string; scope: GraphScope }> = [];
+  private readonly withdrawn = new Map<string, GraphScope>();
+  private readonly erasedClusters: Array<{ id: string; scope: GraphScope }> = [];
+  private readonly erasedNodes: Touched[] = [];
+  private newest = -Infinity;
+
+  private constructor(
+    private readonly store: KeyValueStore<GraphEntry>,
+    private readonly opts: GraphStateOptions,
+  ) {}
+
+  /** Reads the entries of the given nodes and of their clusters (following merges), in as few store reads as that takes. */
+  static async load(store: KeyValueStore<GraphEntry>, touched: readonly Touched[], opts: GraphStateOptions): Promise<GraphState> {
+    const state = new GraphState(store, opts);
+    const keys = [...new Set(touched.map((t) => nodeStoreKey(t.scope, t.node)))];
+    if (keys.length === 0) return state;
+    const found = await store.getMany(keys);
+    // Copies: the batch changes its entries in place, and the store's committed values must not see that before commit.
+    for (const [k, v] of found) state.nodes.set(k, { ...(v as NodeState) });
+    // With the clusters the nodes point at, those an event could found (a merged one's id must not be founded again).
+    const founding = touched.filter((t) => KIND_RULES[t.node.kind].merges).map((t) => clusterIdFor(t.scope.workspaceId, t.scope.keyMode, t.node));
+    let wanted = [...new Set([...[...state.nodes.values()].map((n) => n.cluster), ...founding])];
+    while (wanted.length > 0) {
+      const got = await store.getMany(wanted.map(clusterStoreKey));
+      const next: string[] = [];
+      for (const id of wanted) {
+        const stored = got.get(clusterStoreKey(id)) as ClusterState | undefined;
+        if (!stored) continue;
+        const c: ClusterState = { ...stored, members: stored.members.map((m) => ({ ...m })), clicks: stored.clicks.map((m) => ({ ...m })) };
+        state.clusters.set(id, c);
+        if (c.into !== null && !state.clusters.has(c.into)) next.push(c.into);
+      }
+      wanted = [...new Set(next)];
+    }
+    return state;
+  }
+
+  /** The cluster a node's entry leads to, or undefined when it is gone (erased, or aged out). */
+  private root(clusterId: string): string | undefined {
+    let id = clusterId;
+    for (let hops = 0; hops < 64; hops++) {
+      const c = this.clusters.get(id);
+      if (!c) return undefined;
+      if (c.into === null) return id;
+      id = c.into;
+    }
+    throw new Error(`identity graph: cluster ${clusterId} forwards in a cycle`);
+  }
+
+  /** The node's cluster, when the node is in the graph. Organisations are their own singleton clusters. */
+  private clusterOfNode(key: string, kind: GraphKind): string | undefined {
+    const n = this.nodes.get(key);
+    if (!n) return undefined;
+    return KIND_RULES[kind].merges ? this.root(n.cluster) : n.cluster;
+  }
+
+  private touchCluster(id: string): ClusterState {
+    let c = this.clusters.get(id);
+    if (!c) this.clusters.set(id, (c = emptyCluster()));
+    this.dirtyClusters.add(id);
+    return c;
+  }
+
+  /** Adds the event's nodes and links them (within the cap); stores its page data on them. One event's rules. */
+  link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
+    if (nodes.length === 0) return { refused: false, resolved: null };
+    this.newest = Math.max(this.newest, seenAt);
+    const keys = nodes.map((n) => nodeStoreKey(scope, n));
+    const existing = new Map<string, string>();
+    nodes.forEach((n, i) => {
+      const c = this.clusterOfNode(keys[i]!, n.kind);
+      if (c !== undefined) existing.set(nodeKey(n), c);
+    });
+    const stableCounts = new Map<string, number>();
+    for (const c of new Set(existing.values())) stableCounts.set(c, this.clusters.get(c)?.members.length ?? 0);
+    const plan = this.foundable(planCluster({ workspaceId: scope.workspaceId, keyMode: scope.keyMode, nodes, existing, stableCounts, cap: this.opts.maxClusterIdentifiers }), existing, seenAt);
+    if (plan.merge) for (const from of plan.merge.from) this.fold(scope, from, plan.merge.into);
+
+    const pageAt = page ? seenAt : null;
+    nodes.forEach((n, i) => {
+      const key = keys[i]!;
+      const cluster = plan.clusterOf.get(nodeKey(n))!;
+      let s = existing.has(nodeKey(n)) ? this.nodes.get(key) : undefined;
+      if (!s) {
+        s = {
+          cluster,
+          first_seen_at: seenAt,
+          last_seen_at: seenAt,
+          page_location: page?.page_location ?? null,
+          user_agent: page?.user_agent ?? null,
+          page_seen_at: pageAt,
+        };
+        this.nodes.set(key, s);
+      } else {
+        s.cluster = cluster;
+        s.first_seen_at = Math.min(s.first_seen_at, seenAt);
+        s.last_seen_at = Math.max(s.last_seen_at, seenAt);
+        if (pageAt !== null && (s.page_seen_at === null || pageAt >= s.page_seen_at)) {
+          s.page_location = page!.page_location ?? s.page_location;
+          s.user_agent = page!.user_agent ?? s.user_agent;
+        }
+        if (pageAt !== null) s.page_seen_at = s.page_seen_at === null ? pageAt : Math.max(s.page_seen_at, pageAt);
+      }
+      this.dirtyNodes.set(key, { scope, node: n });
+      if (KIND_RULES[n.kind].merges) this.summarise(cluster, n, s);
+    });
+    if (plan.merge || existing.size < nodes.length) this.addEdges(scope, nodes, plan, seenAt);
+    return { refused: plan.refused, resolved: plan.resolved };
+  }
+
+  /**
+   * A plan that founds a cluster under the id of one merged away since (its entry forwards, and older entries may
+   * still point at it) founds it under a derived id instead.
+   */
+  private foundable(plan: ClusterPlan, existing: ReadonlyMap<string, string>, seenAt: number): ClusterPlan {
+    const known = new Set(existing.values());
+    const renamed = new Map<string, string>();
+    for (const id of plan.clusterOf.values()) {
+      if (known.has(id) || renamed.has(id) || (this.clusters.get(id)?.into ?? null) === null) continue;
+      let n = 0;
+      let fresh: string;
+      do fresh = `${id}.${seenAt.toString(36)}${n++ === 0 ? '' : `.${n}`}`;
+      while (this.clusters.has(fresh));
+      renamed.set(id, fresh);
+    }
+    if (renamed.size === 0) return plan;
+    const to = (id: string) => renamed.get(id) ?? id;
+    return {
+      ...plan,
+      clusterOf: new Map([...plan.clusterOf].map(([k, id]) => [k, to(id)])),
+      resolved: plan.resolved === null ? null : to(plan.resolved),
+    };
+  }
+
+  /** Keeps the cluster's summary in step with one of its nodes. */
+  private summarise(clusterId: string, n: GraphNode, s: NodeState): void {
+    const c = this.touchCluster(clusterId);
+    if (KIND_RULES[n.kind].stable) upsertMember(c.members, n, s);
+    if (n.kind === 'ttclid') {
+      upsertMember(c.clicks, n, s);
+      c.clicks = trimClicks(c.clicks, this.newest);
+    }
+    if (s.page_seen_at !== null) {
+      const cand: PageCandidate = { kind: n.kind, value: n.value, page_location: s.page_location, user_agent: s.user_agent, page_seen_at: s.page_seen_at };
+      // A node's page data only ever gets newer (and keeps a location once it has one), so the best stays a maximum.
+      if (better(cand, c.page_any) || sameNode(cand, c.page_any)) c.page_any = cand;
+      if (cand.page_location !== null && (better(cand, c.page_with_location) || sameNode(cand, c.page_with_location))) c.page_with_location = cand;
+    }
+  }
+
+  /** Folds cluster `from` into `into`: `from` becomes a forward. */
+  private fold(scope: GraphScope, from: string, into: string): void {
+    const a = this.touchCluster(from);
+    const b = this.touchCluster(into);
+    b.members = [...b.members, ...a.members];
+    b.clicks = trimClicks([...b.clicks, ...a.clicks], this.newest);
+    for (const p of [a.page_any, a.page_with_location]) {
+      if (!p) continue;
+      if (better(p, b.page_any)) b.page_any = p;
+      if (p.page_location !== null && better(p, b.page_with_location)) b.page_with_location = p;
+    }
+    b.ad_storage_withdrawn_at = maxOrNull(b.ad_storage_withdrawn_at, a.ad_storage_withdrawn_at);
+    b.ad_user_data_withdrawn_at = maxOrNull(b.ad_user_data_withdrawn_at, a.ad_user_data_withdrawn_at);
+    Object.assign(a, emptyCluster(), { into });
+    this.merges.push({ from, into, scope });
+  }
+
+  /** Edges: a star from the event's best identifier to each node it was linked with (GraphSnapshot's rule). */
+  private addEdges(scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
+    const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
+    if (!anchor) return;
+    for (const n of nodes) {
+      if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
+      const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
+      const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
+      const edge = this.edges.get(key);
+      if (edge) {
+        edge.first_seen_at = Math.min(edge.first_seen_at, seenAt);
+        edge.last_seen_at = Math.max(edge.last_seen_at, seenAt);
+      } else {
+        this.edges.set(key, { workspace_id: scope.workspaceId, key_mode: scope.keyMode, a_kind: a.kind, a_value: a.value, b_kind: b.kind, b_value: b.value, first_seen_at: seenAt, last_seen_at: seenAt });
+      }
+    }
+  }
+
+  /** Consent withdrawal: marks the clusters the event's identifiers belong to (it adds nothing to them). */
+  withdraw(scope: GraphScope, nodes: readonly GraphNode[], at: number, purposes: { readonly adStorage: boolean; readonly adUserData: boolean }): void {
+    if (!purposes.adStorage && !purposes.adUserData) return;
+    const clusters = new Set<string>();
+    for (const n of nodes) {
+      const c = this.clusterOfNode(nodeStoreKey(scope, n), n.kind);
+      if (c !== undefined) clusters.add(c);
+    }
+    for (const id of clusters) {
+      this.withdrawn.set(id, scope);
+      const c = this.touchCluster(id);
+      if (purposes.adStorage) c.ad_storage_withdrawn_at = Math.max(c.ad_storage_withdrawn_at ?? at, at);
+      if (purposes.adUserData) c.ad_user_data_withdrawn_at = Math.max(c.ad_user_data_withdrawn_at ?? at, at);
+    }
+  }
+
+  /**
+   * Erasure: the clusters of the given identifiers go (their stable identifiers' entries with them), and so do the
+   * given identifiers. Ephemeral entries left pointing at an erased cluster count as absent until they age out.
+   * Organisations are shared by many people by design: they stay. Returns the clusters erased.
+   */
+  erase(scope: GraphScope, nodes: readonly GraphNode[]): number {
+    const ids = new Set<string>();
+    for (const n of nodes) {
+      if (!KIND_RULES[n.kind].merges) continue;
+      const c = this.clusterOfNode(nodeStoreKey(scope, n), n.kind);
+      if (c !== undefined) ids.add(c);
+    }
+    const gone = new Map<string, GraphNode>();
+    for (const n of nodes) if (n.kind !== 'organization') gone.set(nodeKey(n), n);
+    for (const id of ids) {
+      const c = this.clusters.get(id)!;
+      for (const m of [...c.members, ...c.clicks]) gone.set(nodeKey(m), { kind: m.kind, value: m.value });
+      this.clusters.delete(id);
+      this.dirtyClusters.add(id);
+      this.erasedClusters.push({ id, scope });
+    }
+    for (const n of gone.values()) {
+      const key = nodeStoreKey(scope, n);
+      this.nodes.delete(key);
+      this.dirtyNodes.set(key, { scope, node: n });
+      this.erasedNodes.push({ scope, node: n });
+    }
+    return ids.size;
+  }
+
+  // ---- reads (ClusterReader) -------------------------------------------------------------------------------------
+
+  private summary(clusterId: string): ClusterState | undefined {
+    const root = this.root(clusterId);
+    return root === undefined ? undefined : this.clusters.get(root);
+  }
+
+  private static since(c: ClusterState, kind: GraphKind): number {
+    const storage = c.ad_storage_withdrawn_at ?? -Infinity;
+    return KIND_RULES[kind].personal ? Math.max(storage, c.ad_user_data_withdrawn_at ?? -Infinity) : storage;
+  }
+
+  identifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): GraphNode[] {
+    return this.offeredIdentifiers(clusterId, kinds, perKind).map((n) => ({ kind: n.kind, value: n.value }));
+  }
+
+  offeredIdentifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): OfferedNode[] {
+    for (const k of kinds) if (!KIND_RULES[k].stable) throw new Error(`identity graph: ${k} is not kept in a cluster's summary`);
+    const c = this.summary(clusterId);
+    if (!c) return [];
+    const taken = new Map<string, number>();
+    return c.members
+      .filter((m) => kinds.includes(m.kind) && m.last_seen_at > GraphState.since(c, m.kind))
+      .sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b))
+      .filter((m) => {
+        const k = (taken.get(m.kind) ?? 0) + 1;
+        taken.set(m.kind, k);
+        return k <= perKind;
+      })
+      .map((m) => ({ kind: m.kind, value: m.value, firstSeenAt: m.first_seen_at, lastSeenAt: m.last_seen_at }));
+  }
+
+  newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {
+    const c = this.summary(clusterId);
+    if (!c) return undefined;
+    const since = GraphState.since(c, 'ttclid');
+    let best: MemberState | undefined;
+    for (const m of c.clicks) {
+      if (m.first_seen_at <= at - windowMs || m.first_seen_at > at || m.last_seen_at <= since) continue;
+      if (!best || m.first_seen_at > best.first_seen_at || (m.first_seen_at === best.first_seen_at && byValue(m, best) < 0)) best = m;
+    }
+    return best?.value;
+  }
+
+  newestPageData(clusterId: string): PageData | undefined {
+    const c = this.summary(clusterId);
+    if (!c) return undefined;
+    const storage = c.ad_storage_withdrawn_at ?? -Infinity;
+    // The newest with a location wins; when even that one is older than a withdrawal, no node with a location is
+    // offered, and the newest of all (then one without a location) is the answer if it is offered.
+    for (const p of [c.page_with_location, c.page_any]) {
+      if (p && p.page_seen_at > storage) return { page_location: p.page_location, user_agent: p.user_agent };
+    }
+    return undefined;
+  }
+
+  // ---- write back ------------------------------------------------------------------------------------------------
+
+  /** Writes the batch's entries to the store and returns its changes for the queryable tables, one per graph. */
+  async save(): Promise<GraphChanges[]> {
+    for (const [key] of this.dirtyNodes) {
+      const s = this.nodes.get(key);
+      if (s) await this.store.put(key, s);
+      else this.store.delete(key);
+    }
+    const retention = this.opts.retentionMs;
+    for (const id of this.dirtyClusters) {
+      const c = this.clusters.get(id);
+      if (!c) {
+        this.store.delete(clusterStoreKey(id));
+        continue;
+      }
+      if (retention !== undefined && c.into === null) c.members = c.members.filter((m) => m.last_seen_at > this.newest - retention);
+      await this.store.put(clusterStoreKey(id), c);
+    }
+    return this.changes();
+  }
+
+  private changes(): GraphChanges[] {
+    const byGraph = new Map<string, { scope: GraphScope; merges: GraphChanges['merges'][number][]; nodes: NodeRow[]; edges: EdgeRow[]; withdrawals: GraphChanges['withdrawals'][number][]; erased_clusters: string[]; erased_nodes: GraphNode[] }>();
+    const of = (scope: GraphScope) => {
+      const k = `${scope.workspaceId}\n${scope.keyMode}`;
+      let g = byGraph.get(k);
+      if (!g) byGraph.set(k, (g = { scope, merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: [], erased_nodes: [] }));
+      return g;
+    };
+    for (const m of this.merges) of(m.scope).merges.push({ from: m.from, into: m.into });
+    for (const [key, t] of this.dirtyNodes) {
+      const s = this.nodes.get(key);
+      if (!s) continue;
+      const cluster = (KIND_RULES[t.node.kind].merges ? this.root(s.cluster) : s.cluster) ?? s.cluster;
+      const c = this.clusters.get(cluster);
+      of(t.scope).nodes.push({
+        node_id: nodeIdOf(t.scope, t.node),
+        workspace_id: t.scope.workspaceId,
+        key_mode: t.scope.keyMode,
+        kind: t.node.kind,
+        value: t.node.value,
+        cluster_id: cluster,
+        first_seen_at: s.first_seen_at,
+        last_seen_at: s.last_seen_at,
+        page_location: s.page_location,
+        user_agent: s.user_agent,
+        page_seen_at: s.page_seen_at,
+        ad_user_data_withdrawn_at: c?.ad_user_data_withdrawn_at ?? null,
+        ad_storage_withdrawn_at: c?.ad_storage_withdrawn_at ?? null,
+      });
+    }
+    for (const e of this.edges.values()) of({ workspaceId: e.workspace_id, keyMode: e.key_mode }).edges.push(e);
+    for (const [id, scope] of this.withdrawn) {
+      const root = this.root(id) ?? id;
+      const c = this.clusters.get(root);
+      if (c) of(scope).withdrawals.push({ cluster_id: root, ad_storage_withdrawn_at: c.ad_storage_withdrawn_at, ad_user_data_withdrawn_at: c.ad_user_data_withdrawn_at });
+    }
+    for (const e of this.erasedClusters) of(e.scope).erased_clusters.push(e.id);
+    for (const e of this.erasedNodes) of(e.scope).erased_nodes.push(e.node);
+    return [...byGraph.values()].map((g) => ({
+      workspace_id: g.scope.workspaceId,
+      key_mode: g.scope.keyMode,
+      merges: g.merges,
+      nodes: g.nodes,
+      edges: g.edges,
+      withdrawals: g.withdrawals,
+      erased_clusters: g.erased_clusters,
+      erased_nodes: g.erased_nodes,
+    }));
+  }
+}
+
+const sameNode = (a: { kind: string; value: string }, b: { kind: string; value: string } | null): boolean => b !== null && a.kind === b.kind && a.value === b.value;
+
+function upsertMember(list: MemberState[], n: GraphNode, s: NodeState): void {
+  const m = list.find((x) => x.kind === n.kind && x.value === n.value);
+  if (m) {
+    m.first_seen_at = s.first_seen_at;
+    m.last_seen_at = s.last_seen_at;
+  } else list.push({ kind: n.kind, value: n.value, first_seen_at: s.first_seen_at, last_seen_at: s.last_seen_at });
+}
+
+/** The newest MAX_CLICKS click ids by first seen, none first seen before the longest click window. */
+function trimClicks(clicks: MemberState[], newest: number): MemberState[] {
+  const kept = clicks.filter((m) => m.first_seen_at > newest - MAX_CLICK_WINDOW_MS);
+  if (kept.length <= MAX_CLICKS) return kept;
+  return kept.sort((a, b) => b.first_seen_at - a.first_seen_at || byValue(a, b)).slice(0, MAX_CLICKS);
+}
