@@ -27,7 +27,6 @@ import { createSelectConversionStep } from './steps/select-conversion.js';
 import { TtlCache } from './ttl-cache.js';
 import { graphKey } from './identity/graph-repo.js';
 import { EPHEMERAL_RETENTION, GraphState, type GraphEntry } from './identity/graph-state.js';
-import { GRAPH_KINDS, type GraphKind, type GraphNode } from './identity/kinds.js';
 import type { BatchContext, InputRecord } from '../stream/contract.js';
 
 export const ENRICH_STAGE = 'enrich';
@@ -127,9 +126,9 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
     if (!checked.ok) return dlq('invalid_envelope', checked.reason);
     if (deps.replay) return drop('graph_erasure');
     const scope = scopeOf(checked.envelope);
-    const nodes = checked.envelope.graph_erasure!.nodes.filter((n): n is GraphNode => (GRAPH_KINDS as readonly string[]).includes(n.kind as GraphKind));
-    const state = await GraphState.load(ctx.store, nodes.map((node) => ({ scope, node })), graphOptions);
-    state.erase(scope, nodes);
+    const keys = checked.envelope.graph_erasure!.node_keys;
+    const state = await GraphState.loadKeys(ctx.store, keys, graphOptions);
+    state.erase(scope, keys);
     for (const changes of await state.save()) ctx.emit({ topic: Topics.identityChanges, key: graphKey(scope), value: changes });
     return drop('graph_erasure_applied');
   }

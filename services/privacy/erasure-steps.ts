@@ -11,6 +11,8 @@ import { sha256Hex } from '../shared/ids.js';
 import { graphOwnerKey, type EventEnvelope } from '../shared/envelope.js';
 import { Topics, type TopicName } from '../shared/topics.js';
 import { deleteEdges, deleteNodes, personNodes } from '../enrich/identity/erase.js';
+import { nodeStoreKey } from '../enrich/identity/graph-state.js';
+import { GRAPH_SINK_STAGE } from '../enrich/identity/graph-sink.js';
 import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
 
@@ -108,20 +110,32 @@ export const deadLettersStep: ErasureStep = {
 };
 
 /**
- * The embedded runtime's log: the person's envelopes received up to the request (events.raw, events.deduped) and
- * their conversions (conversions.ready). On Kafka these topics live on the broker: the redaction list covers them.
+ * The embedded runtime's log: the person's envelopes received up to the request (events.raw, events.deduped), their
+ * conversions (conversions.ready), and the identity-graph changes that name them once the graph sink applied them
+ * (identity.graph-changes; one not yet applied also holds others' changes: the sink applies it, then the erasure's own
+ * changes delete the person's rows). On Kafka these topics live on the broker: the redaction list covers them.
  */
 export const eventLogStep: ErasureStep = {
   store: 'event_log',
-  run: (tx, s) =>
-    count(
+  async run(tx, s) {
+    const envelopes = await count(
       tx,
       `DELETE FROM log_records WHERE value->>'workspace_id' = $1 AND (
          (topic = ANY($10::text[]) AND (value->>'received_at')::float8 <= $11 AND ${envelopeMatches('value')})
          OR (topic = $12 AND ${recordMatches("value->'record'")}))
        RETURNING "offset"`,
       [...params(s), [Topics.eventsRaw, Topics.eventsDeduped], s.requestedAt, Topics.conversionsReady],
-    ),
+    );
+    const changes = await count(
+      tx,
+      `DELETE FROM log_records l WHERE l.topic = $2 AND l.value->>'workspace_id' = $1
+         AND l."offset" <= COALESCE((SELECT c."offset" FROM consumer_offsets c WHERE c.group_id = $3 AND c.topic = $2), 0)
+         AND EXISTS (SELECT 1 FROM jsonb_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
+       RETURNING l."offset"`,
+      [s.workspaceId, Topics.identityChanges, GRAPH_SINK_STAGE, s.nodes.map((n) => `${n.kind}\n${n.value}`)],
+    );
+    return envelopes + changes;
+  },
 };
 
 /** The "why this field" records of the person's conversions. */
@@ -157,13 +171,12 @@ export interface GraphErasureLog {
  * Enrich's partition-local graph (enrich/identity/graph-state.ts): an erasure record per key mode, keyed like the
  * graph's events so it reaches the partition that owns the graph, after every event already there. Enrich removes the
  * person's clusters from its state and changelog, and the graph sink deletes what the tables got meanwhile. Counts
- * the identifiers sent.
+ * the identifiers named (by key: the records carry no identifier).
  */
 export function identityStateStep(log: GraphErasureLog): ErasureStep {
   return {
     store: 'identity_state',
     async run(tx, s) {
-      const nodes = s.nodes.map((n) => ({ kind: n.kind, value: n.value }));
       const records = (['live', 'test'] as const).map((key_mode) => {
         const e: EventEnvelope = {
           v: 1,
@@ -183,12 +196,12 @@ export function identityStateStep(log: GraphErasureLog): ErasureStep {
           identifiers: [],
           session: null,
           payload: {},
-          graph_erasure: { erasure_id: s.erasureId, nodes },
+          graph_erasure: { erasure_id: s.erasureId, node_keys: s.nodes.map((n) => nodeStoreKey({ workspaceId: s.workspaceId, keyMode: key_mode }, n)) },
         };
         return { key: graphOwnerKey(e), value: e };
       });
       await log.reappend(tx, Topics.eventsDeduped, records);
-      return nodes.length;
+      return s.nodes.length;
     },
   };
 }

@@ -48,8 +48,8 @@ export function checkEnvelope(value: unknown): { ok: true; envelope: EventEnvelo
   if (!isObject(value.payload)) return bad('payload must be an object');
   if (value.graph_erasure !== undefined) {
     const g = value.graph_erasure;
-    if (!isObject(g) || !isString(g.erasure_id) || !Array.isArray(g.nodes) || !g.nodes.every((n) => isObject(n) && isString(n.kind) && isString(n.value))) {
-      return bad('graph_erasure must be {erasure_id, nodes: [{kind, value}]}');
+    if (!isObject(g) || !isString(g.erasure_id) || !Array.isArray(g.node_keys) || !g.node_keys.every(isString)) {
+      return bad('graph_erasure must be {erasure_id, node_keys: [string]}');
     }
   }
   return { ok: true, envelope: value as unknown as EventEnvelope };

@@ -43,10 +43,10 @@ export interface SessionData {
 
 export type KeyMode = 'live' | 'test';
 
-/** The identifiers (graph node kinds and values) whose clusters an erasure removes from the identity graph. */
+/** What an erasure removes from enrich's identity graph: entries by key (kind tag and node id, not identifiers). */
 export interface GraphErasure {
   readonly erasure_id: string;
-  readonly nodes: ReadonlyArray<{ readonly kind: string; readonly value: string }>;
+  readonly node_keys: readonly string[];
 }
 export type Endpoint = 'events' | 'sgtm';
 export type EventSource = 'WEB' | 'SERVER';

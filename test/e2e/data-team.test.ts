@@ -239,7 +239,7 @@ describe('pipeline status', () => {
     const raw = s.topics.find((t: any) => t.topic === 'events.raw');
     const rawCount = await service.db.query<{ n: unknown }>("SELECT count(*) AS n FROM log_records WHERE topic = 'events.raw'");
     expect(raw.records).toBe(Number(rawCount.rows[0]!.n));
-    expect(s.consumers.map((c: any) => `${c.group} ${c.topic}`).sort()).toEqual(['dedupe events.raw', 'enrich events.deduped', 'forwarder conversions.ready']);
+    expect(s.consumers.map((c: any) => `${c.group} ${c.topic}`).sort()).toEqual(['dedupe events.raw', 'enrich events.deduped', 'forwarder conversions.ready', 'identity-sink identity.graph-changes']);
     for (const c of s.consumers) {
       expect(c.partitions).toEqual([{ partition: 0, committed_offset: c.offset, end_offset: expect.any(Number), lag: c.lag }]);
     }

@@ -18,6 +18,8 @@ export async function pipelineStatus(admin: AdminClient): Promise<PipelineStatus
 export const STAGES = [
   { group: 'dedupe', topic: 'events.raw' },
   { group: 'enrich', topic: 'events.deduped' },
+  // The graph sink: the identity graph's queryable tables are current once it has drained too.
+  { group: 'identity-sink', topic: 'identity.graph-changes' },
 ] as const;
 
 /**

@@ -10,7 +10,7 @@ import type { Sql } from '../../shared/db/db.js';
 import { Topics } from '../../shared/topics.js';
 import { dlq, ok, type Outcome, type Stage } from '../../stream/contract.js';
 import { graphSinkDelay } from '../metrics.js';
-import { nodeIdOf, upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
+import { upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
 import type { GraphChanges } from './graph-state.js';
 
 export const GRAPH_SINK_STAGE = 'identity-sink';
@@ -22,7 +22,7 @@ const isChanges = (v: unknown): v is GraphChanges => {
     v !== null &&
     typeof c.workspace_id === 'string' &&
     (c.key_mode === 'live' || c.key_mode === 'test') &&
-    [c.merges, c.nodes, c.edges, c.withdrawals, c.erased_clusters, c.erased_nodes].every(Array.isArray)
+    [c.merges, c.nodes, c.edges, c.withdrawals, c.erased_clusters, c.erased_node_ids].every(Array.isArray)
   );
 };
 
@@ -40,7 +40,7 @@ export function createGraphSinkStage(): Stage<unknown> {
         }
         run.push(r.value);
         outcomes.push(ok());
-        if (r.value.erased_clusters.length > 0 || r.value.erased_nodes.length > 0) {
+        if (r.value.erased_clusters.length > 0 || r.value.erased_node_ids.length > 0) {
           await applyChanges(ctx.sql, run);
           run = [];
         }
@@ -104,8 +104,7 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
   await upsertEdges(sql, [...edges.values()]);
 
   const last = changes.at(-1)!;
-  if (last.erased_clusters.length > 0 || last.erased_nodes.length > 0) {
-    const scope = { workspaceId: last.workspace_id, keyMode: last.key_mode };
+  if (last.erased_clusters.length > 0 || last.erased_node_ids.length > 0) {
     // The erased clusters' nodes (those written since the erasure job deleted them too), then every edge touching one.
     await sql.query(
       `WITH gone AS (
@@ -113,7 +112,7 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
        DELETE FROM identity_edges e USING gone
        WHERE e.workspace_id = gone.workspace_id
          AND ((e.a_kind = gone.kind AND e.a_value = gone.value) OR (e.b_kind = gone.kind AND e.b_value = gone.value))`,
-      [last.erased_clusters.map(root), last.erased_nodes.map((n) => nodeIdOf(scope, n))],
+      [last.erased_clusters.map(root), last.erased_node_ids],
     );
   }
 }

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { PartitionStore, StoreTransaction } from '../../stream/store.js';
-import { GraphSnapshot, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
+import { GraphSnapshot, nodeIdOf, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
 import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
 import { kindPriority, type GraphKind, type GraphNode } from './kinds.js';
 
@@ -192,15 +192,15 @@ describe('identity graph as partition-local state', () => {
       await s.save();
     });
     const changes = await p.batch(async (tx) => {
-      const s = await GraphState.load(tx, [{ scope, node: person[0]! }], { maxClusterIdentifiers: 100 });
-      expect(s.erase(scope, [person[0]!])).toBe(1);
+      const s = await GraphState.loadKeys(tx, [nodeStoreKey(scope, person[0]!)], { maxClusterIdentifiers: 100 });
+      expect(s.erase(scope, [nodeStoreKey(scope, person[0]!)])).toBe(1);
       return s.save();
     });
     for (const n of person.slice(0, 3)) expect(p.store.read(nodeStoreKey(scope, n))).toBeUndefined();
     expect(p.store.read(nodeStoreKey(scope, other[0]!))).toBeDefined();
     expect(changes).toHaveLength(1);
     expect(changes[0]!.erased_clusters).toHaveLength(1);
-    expect(changes[0]!.erased_nodes.map((n) => n.value).sort()).toEqual(['c1', 'e1', 'u1']);
+    expect([...changes[0]!.erased_node_ids].sort()).toEqual(person.slice(0, 3).map((n) => nodeIdOf(scope, n)).sort());
     // The session's entry still points at the erased cluster: it counts as absent, and founds a new cluster.
     const again = await p.batch(async (tx) => {
       const s = await GraphState.load(tx, [{ scope, node: person[3]! }, { scope, node: person[2]! }], { maxClusterIdentifiers: 100 });
@@ -226,7 +226,7 @@ describe('identity graph as partition-local state', () => {
     await run((s) => s.link(scope, [n('email_sha256', 'e1'), n('client_id', 'c2'), n('client_id', 'c3')], T0, null), [n('email_sha256', 'e1'), n('client_id', 'c2'), n('client_id', 'c3')]);
     await run((s) => s.link(scope, [n('email_sha256', 'e1'), n('client_id', 'c1')], T0 + 1, null), [n('email_sha256', 'e1'), n('client_id', 'c1')]);
     expect((p.store.read(clusterStoreKey(founded.resolved)) as ClusterState).into).not.toBeNull();
-    await run((s) => s.erase(scope, [n('email_sha256', 'e1')]), [n('email_sha256', 'e1')]);
+    await run((s) => s.erase(scope, [nodeStoreKey(scope, n('email_sha256', 'e1'))]), [n('email_sha256', 'e1')]);
     const again = (await run((s) => s.link(scope, [n('client_id', 'c1')], T0 + DAY, null), [n('client_id', 'c1')])) as { resolved: string };
     expect(again.resolved).not.toBe(founded.resolved);
     // s1 still points at the erased person's cluster: absent, so it founds a cluster of its own, not c1's new one.

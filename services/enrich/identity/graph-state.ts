@@ -93,7 +93,14 @@ export const EPHEMERAL_RETENTION: Readonly<Record<string, number>> = {
   [KIND_TAG.ttclid + SEP]: MAX_CLICK_WINDOW_MS,
 };
 
-export const nodeStoreKey = (scope: GraphScope, n: GraphNode): string => `${KIND_TAG[n.kind]}${SEP}${scope.workspaceId}${SEP}${scope.keyMode}${SEP}${n.value}`;
+/**
+ * An identifier's key: its kind's tag and its node id (the SHA-256 of workspace, key mode, kind and value that
+ * identity_nodes is keyed by), so an erasure record names what goes without carrying the identifiers.
+ */
+export const nodeStoreKey = (scope: GraphScope, n: GraphNode): string => `${KIND_TAG[n.kind]}${SEP}${nodeIdOf(scope, n)}`;
+const nodeIdOfKey = (key: string): string => key.slice(2);
+const KIND_OF_TAG = new Map(Object.entries(KIND_TAG).map(([kind, tag]) => [tag, kind as GraphKind]));
+const kindOfKey = (key: string): GraphKind | undefined => KIND_OF_TAG.get(key[0]!);
 export const clusterStoreKey = (clusterId: string): string => `${CLUSTER_TAG}${SEP}${clusterId}`;
 export const isClusterKey = (key: string): boolean => key.startsWith(CLUSTER_TAG + SEP);
 
@@ -108,9 +115,9 @@ export interface GraphChanges {
   readonly edges: readonly EdgeRow[];
   /** Consent withdrawals, by the cluster (after the batch) they apply to. */
   readonly withdrawals: ReadonlyArray<{ readonly cluster_id: string; readonly ad_storage_withdrawn_at: number | null; readonly ad_user_data_withdrawn_at: number | null }>;
-  /** Erasures: the clusters whose nodes go, and nodes to delete by identity (both after the rest). */
+  /** Erasures: the clusters whose nodes go, and nodes to delete by node id (both after the rest). */
   readonly erased_clusters: readonly string[];
-  readonly erased_nodes: readonly GraphNode[];
+  readonly erased_node_ids: readonly string[];
 }
 
 const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
@@ -148,14 +155,17 @@ export interface GraphStateOptions {
 export class GraphState implements ClusterReader {
   private readonly nodes = new Map<string, NodeState>();
   private readonly clusters = new Map<string, ClusterState>();
-  private readonly dirtyNodes = new Map<string, Touched>();
+  /** Written entries, with the node they are (null: an erased entry, known by its key only). */
+  private readonly dirtyNodes = new Map<string, { scope: GraphScope; node: GraphNode | null }>();
   private readonly dirtyClusters = new Set<string>();
   private readonly edges = new Map<string, EdgeRow>();
   private readonly merges: Array<{ from: string; into: string; scope: GraphScope }> = [];
   private readonly withdrawn = new Map<string, GraphScope>();
   private readonly erasedClusters: Array<{ id: string; scope: GraphScope }> = [];
-  private readonly erasedNodes: Touched[] = [];
+  private readonly erasedNodes: Array<{ scope: GraphScope; nodeId: string }> = [];
   private newest = -Infinity;
+  /** Store keys by scope and node: each is a SHA-256, computed once per batch. */
+  private readonly keys = new Map<string, string>();
 
   private constructor(
     private readonly store: KeyValueStore<GraphEntry>,
@@ -165,13 +175,19 @@ export class GraphState implements ClusterReader {
   /** Reads the entries of the given nodes and of their clusters (following merges), in as few store reads as that takes. */
   static async load(store: KeyValueStore<GraphEntry>, touched: readonly Touched[], opts: GraphStateOptions): Promise<GraphState> {
     const state = new GraphState(store, opts);
-    const keys = [...new Set(touched.map((t) => nodeStoreKey(t.scope, t.node)))];
+    return state.read(touched.map((t) => state.keyOf(t.scope, t.node)), touched.filter((t) => KIND_RULES[t.node.kind].merges).map((t) => clusterIdFor(t.scope.workspaceId, t.scope.keyMode, t.node)));
+  }
+
+  /** Reads node entries by key, the clusters they lead to and the given cluster ids. */
+  private async read(nodeKeys: readonly string[], founding: readonly string[]): Promise<GraphState> {
+    const state = this;
+    const store = this.store;
+    const keys = [...new Set(nodeKeys)];
     if (keys.length === 0) return state;
     const found = await store.getMany(keys);
     // Copies: the batch changes its entries in place, and the store's committed values must not see that before commit.
     for (const [k, v] of found) state.nodes.set(k, { ...(v as NodeState) });
     // With the clusters the nodes point at, those an event could found (a merged one's id must not be founded again).
-    const founding = touched.filter((t) => KIND_RULES[t.node.kind].merges).map((t) => clusterIdFor(t.scope.workspaceId, t.scope.keyMode, t.node));
     let wanted = [...new Set([...[...state.nodes.values()].map((n) => n.cluster), ...founding])];
     while (wanted.length > 0) {
       const got = await store.getMany(wanted.map(clusterStoreKey));
@@ -186,6 +202,13 @@ export class GraphState implements ClusterReader {
       wanted = [...new Set(next)];
     }
     return state;
+  }
+
+  private keyOf(scope: GraphScope, n: GraphNode): string {
+    const k = `${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`;
+    let key = this.keys.get(k);
+    if (key === undefined) this.keys.set(k, (key = nodeStoreKey(scope, n)));
+    return key;
   }
 
   /** The cluster a node's entry leads to, or undefined when it is gone (erased, or aged out). */
@@ -218,7 +241,7 @@ export class GraphState implements ClusterReader {
   link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
     if (nodes.length === 0) return { refused: false, resolved: null };
     this.newest = Math.max(this.newest, seenAt);
-    const keys = nodes.map((n) => nodeStoreKey(scope, n));
+    const keys = nodes.map((n) => this.keyOf(scope, n));
     const existing = new Map<string, string>();
     nodes.forEach((n, i) => {
       const c = this.clusterOfNode(keys[i]!, n.kind);
@@ -341,7 +364,7 @@ export class GraphState implements ClusterReader {
     if (!purposes.adStorage && !purposes.adUserData) return;
     const clusters = new Set<string>();
     for (const n of nodes) {
-      const c = this.clusterOfNode(nodeStoreKey(scope, n), n.kind);
+      const c = this.clusterOfNode(this.keyOf(scope, n), n.kind);
       if (c !== undefined) clusters.add(c);
     }
     for (const id of clusters) {
@@ -352,32 +375,37 @@ export class GraphState implements ClusterReader {
     }
   }
 
+  /** Reads what an erasure record names: identifier entries by key, and the clusters they lead to. */
+  static async loadKeys(store: KeyValueStore<GraphEntry>, nodeKeys: readonly string[], opts: GraphStateOptions): Promise<GraphState> {
+    return new GraphState(store, opts).read(nodeKeys, []);
+  }
+
   /**
-   * Erasure: the clusters of the given identifiers go (their stable identifiers' entries with them), and so do the
-   * given identifiers. Ephemeral entries left pointing at an erased cluster count as absent until they age out.
-   * Organisations are shared by many people by design: they stay. Returns the clusters erased.
+   * Erasure: the clusters of the given identifier entries go (their stable identifiers' and click ids' entries with
+   * them), and so do the given entries. Ephemeral entries left pointing at an erased cluster count as absent until
+   * they age out. Organisations are shared by many people by design: they stay. Returns the clusters erased.
    */
-  erase(scope: GraphScope, nodes: readonly GraphNode[]): number {
+  erase(scope: GraphScope, nodeKeys: readonly string[]): number {
     const ids = new Set<string>();
-    for (const n of nodes) {
-      if (!KIND_RULES[n.kind].merges) continue;
-      const c = this.clusterOfNode(nodeStoreKey(scope, n), n.kind);
+    const gone = new Set<string>();
+    for (const key of nodeKeys) {
+      const kind = kindOfKey(key);
+      if (kind === undefined || kind === 'organization') continue;
+      gone.add(key);
+      const c = KIND_RULES[kind].merges ? this.clusterOfNode(key, kind) : undefined;
       if (c !== undefined) ids.add(c);
     }
-    const gone = new Map<string, GraphNode>();
-    for (const n of nodes) if (n.kind !== 'organization') gone.set(nodeKey(n), n);
     for (const id of ids) {
       const c = this.clusters.get(id)!;
-      for (const m of [...c.members, ...c.clicks]) gone.set(nodeKey(m), { kind: m.kind, value: m.value });
+      for (const m of [...c.members, ...c.clicks]) gone.add(this.keyOf(scope, m));
       this.clusters.delete(id);
       this.dirtyClusters.add(id);
       this.erasedClusters.push({ id, scope });
     }
-    for (const n of gone.values()) {
-      const key = nodeStoreKey(scope, n);
+    for (const key of gone) {
       this.nodes.delete(key);
-      this.dirtyNodes.set(key, { scope, node: n });
-      this.erasedNodes.push({ scope, node: n });
+      this.dirtyNodes.set(key, { scope, node: null });
+      this.erasedNodes.push({ scope, nodeId: nodeIdOfKey(key) });
     }
     return ids.size;
   }
@@ -461,21 +489,21 @@ export class GraphState implements ClusterReader {
   }
 
   private changes(): GraphChanges[] {
-    const byGraph = new Map<string, { scope: GraphScope; merges: GraphChanges['merges'][number][]; nodes: NodeRow[]; edges: EdgeRow[]; withdrawals: GraphChanges['withdrawals'][number][]; erased_clusters: string[]; erased_nodes: GraphNode[] }>();
+    const byGraph = new Map<string, { scope: GraphScope; merges: GraphChanges['merges'][number][]; nodes: NodeRow[]; edges: EdgeRow[]; withdrawals: GraphChanges['withdrawals'][number][]; erased_clusters: string[]; erased_node_ids: string[] }>();
     const of = (scope: GraphScope) => {
       const k = `${scope.workspaceId}\n${scope.keyMode}`;
       let g = byGraph.get(k);
-      if (!g) byGraph.set(k, (g = { scope, merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: [], erased_nodes: [] }));
+      if (!g) byGraph.set(k, (g = { scope, merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: [], erased_node_ids: [] }));
       return g;
     };
     for (const m of this.merges) of(m.scope).merges.push({ from: m.from, into: m.into });
     for (const [key, t] of this.dirtyNodes) {
       const s = this.nodes.get(key);
-      if (!s) continue;
+      if (!s || !t.node) continue;
       const cluster = (KIND_RULES[t.node.kind].merges ? this.root(s.cluster) : s.cluster) ?? s.cluster;
       const c = this.clusters.get(cluster);
       of(t.scope).nodes.push({
-        node_id: nodeIdOf(t.scope, t.node),
+        node_id: nodeIdOfKey(key),
         workspace_id: t.scope.workspaceId,
         key_mode: t.scope.keyMode,
         kind: t.node.kind,
@@ -497,7 +525,7 @@ export class GraphState implements ClusterReader {
       if (c) of(scope).withdrawals.push({ cluster_id: root, ad_storage_withdrawn_at: c.ad_storage_withdrawn_at, ad_user_data_withdrawn_at: c.ad_user_data_withdrawn_at });
     }
     for (const e of this.erasedClusters) of(e.scope).erased_clusters.push(e.id);
-    for (const e of this.erasedNodes) of(e.scope).erased_nodes.push(e.node);
+    for (const e of this.erasedNodes) of(e.scope).erased_node_ids.push(e.nodeId);
     return [...byGraph.values()].map((g) => ({
       workspace_id: g.scope.workspaceId,
       key_mode: g.scope.keyMode,
@@ -506,7 +534,7 @@ export class GraphState implements ClusterReader {
       edges: g.edges,
       withdrawals: g.withdrawals,
       erased_clusters: g.erased_clusters,
-      erased_nodes: g.erased_nodes,
+      erased_node_ids: g.erased_node_ids,
     }));
   }
 }

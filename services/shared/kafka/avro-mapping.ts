@@ -70,7 +70,7 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       ...rest,
       ...(graph_erasure === null || graph_erasure === undefined
         ? {}
-        : { graph_erasure: { erasure_id: graph_erasure.erasure_id, nodes: (graph_erasure.nodes as AvroValue[]).map((n) => ({ kind: n.kind, value: n.value })) } }),
+        : { graph_erasure: { erasure_id: graph_erasure.erasure_id, node_keys: [...graph_erasure.node_keys] } }),
       ...(event_time === null || event_time === undefined ? {} : { event_time: Number(event_time) }),
       dedupe: dedupe === null ? null : { key: dedupe.key, scope: dedupe.scope },
       consent: { ...consent },

@@ -22,7 +22,7 @@ describe('event_time in the envelope schema', () => {
   it.each([
     ['with an event time', { event_time: 1_764_000_000_123 }],
     ['without one', {}],
-    ['that is an erasure record', { graph_erasure: { erasure_id: 'era_1', nodes: [{ kind: 'session_id', value: 's1' }] } }],
+    ['that is an erasure record', { graph_erasure: { erasure_id: 'era_1', node_keys: ['s\u001fabc'] } }],
   ])('round-trips an envelope %s', (_name, extra) => {
     const e = { ...fromA([serverEvent()])[0]!, ...extra };
     expect(roundTrip(e)).toStrictEqual(JSON.parse(JSON.stringify(e)));
