@@ -185,7 +185,7 @@ export function identityStateStep(log: GraphErasureLog): ErasureStep {
           api_key_id: 'erasure',
           request_id: s.erasureId,
           index: 0,
-          received_at: s.requestedAt,
+          received_at: Math.floor(s.requestedAt),
           endpoint: 'events',
           api_version: null,
           idempotency_key: null,

@@ -33,6 +33,7 @@ beforeAll(async () => {
     { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
     { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
     { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
+    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
   ]);
   svc = await startServiceWithSandbox(ADMIN, {
     KAFKA_BROKERS: infraEnv().KAFKA_BROKERS,
@@ -167,7 +168,7 @@ describe('pipeline status on Kafka', () => {
       expect(p.committed_offset === null ? null : BigInt(p.committed_offset)).toBeLessThanOrEqual(committed.get(p.partition) ?? 0n);
     }
     expect(dedupe.lag).toBe(dedupe.partitions.reduce((n: number, p: any) => n + p.lag, 0));
-    expect(s.consumers.map((c: any) => c.group).sort()).toEqual([`${prefix}dedupe`, `${prefix}enrich`, `${prefix}forwarder`]);
+    expect(s.consumers.map((c: any) => c.group).sort()).toEqual([`${prefix}dedupe`, `${prefix}enrich`, `${prefix}forwarder`, `${prefix}identity-sink`]);
     expect(s.dead_letters.map((d: any) => d.stage)).toContain('dedupe');
     expect(s.replays).toEqual([]);
   }, 60_000);

@@ -40,6 +40,7 @@ beforeAll(async () => {
     { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
     { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
     { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
+    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
   ]);
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
@@ -67,6 +68,13 @@ async function post(key: string, events: unknown[]): Promise<void> {
 const forwarded = (eventId: string) =>
   waitFor(`${eventId} at the platform`, async () => (await receivedBySandbox(sandbox)).find((e) => e.event_id === eventId)?.record, 60_000);
 
+/**
+ * The graph sink has written a node (the queryable tables trail enrich's state; its changes of one graph are applied
+ * in order, so what enrich emitted before is in the tables too).
+ */
+const sinkWrote = (what: string, sql: string, params: unknown[]) =>
+  waitFor(`graph sink wrote ${what}`, async () => ((await database.db.query(sql, params)).rows.length > 0 ? true : undefined));
+
 const NO_IDS = { user: undefined, email: undefined, phone: undefined };
 const KIM = sha256('kim.kafka@example.com');
 
@@ -92,7 +100,8 @@ describe('erasure on Kafka', () => {
       expect.objectContaining({ field: 'user.email', sent: true, rule: 'graph_link' }),
     );
 
-    // The erasure.
+    // The erasure (once the graph sink has written what enrich linked: the tables are what the job widens from).
+    await sinkWrote('the click id', `SELECT 1 FROM identity_nodes WHERE workspace_id = $1 AND kind = 'ttclid'`, [ws]);
     const r = await admin.call('POST', `/admin/v1/workspaces/${ws}/erasures`, { identifiers: { sha256_email: KIM } });
     expect(r.status).toBe(202);
     const job = await waitFor('erasure done', async () => {
@@ -106,6 +115,7 @@ describe('erasure on Kafka', () => {
       dead_letters: 0,
       why_records: 2,
       redaction_list: 6, // and the user id's SHA-256, as records carry it
+      identity_state: 6, // the cluster's five and the request's canonical-email form, by key to the graph's partition
     });
     expect((await database.db.query('SELECT 1 FROM identity_nodes WHERE workspace_id = $1', [ws])).rows).toEqual([]);
 
@@ -124,14 +134,15 @@ describe('erasure on Kafka', () => {
     // A replay feeds the old envelope to enrich again: dropped as erased, nothing re-linked, nothing forwarded.
     const producer = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
     const replayed = { ...old, idempotency_key: 'kim-1-replayed' };
-    await producer.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:kim-1-replayed`, value: kit.serde.encode(Topics.eventsDeduped, replayed) }] }]);
+    await producer.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:live`, value: kit.serde.encode(Topics.eventsDeduped, replayed) }] }]);
     await producer.close();
-    // A marker after it on the same key (same partition): once it is forwarded, the replayed one was processed.
+    // A marker after it on the graph's key (same partition): once it is forwarded, the replayed one was processed.
     const marker = { ...later, idempotency_key: 'kim-marker', received_at: Date.now() };
     const p2 = new IdempotentProducer({ clientId: 'test', brokers: kit.connection.settings.brokers });
-    await p2.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:kim-1-replayed`, value: kit.serde.encode(Topics.eventsDeduped, marker) }] }]);
+    await p2.send([{ topic: Topics.eventsDeduped, records: [{ key: `${ws}:live`, value: kit.serde.encode(Topics.eventsDeduped, marker) }] }]);
     await p2.close();
     await forwarded('kim-marker');
+    await sinkWrote('the marker', `SELECT 1 FROM identity_nodes WHERE workspace_id = $1 AND value = 'u-kim' AND last_seen_at >= to_timestamp($2 / 1000.0)`, [ws, marker.received_at]);
     expect((await receivedBySandbox(sandbox)).some((e) => e.event_id === 'kim-1-replayed')).toBe(false);
     const relinked = await database.db.query('SELECT kind FROM identity_nodes WHERE workspace_id = $1 AND value = ANY($2::text[])', [ws, [KIM, 'cid-kim', 'E.C.P.kim']]);
     expect(relinked.rows).toEqual([]);

@@ -31,6 +31,7 @@ beforeAll(async () => {
     { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
     { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
     { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
+    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
   ]);
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
