@@ -60,7 +60,7 @@ describe('a start on a port already in use', () => {
 });
 
 describe('the generated admin token', () => {
-  it('is on stdout before /readyz answers 200, and opens the admin API', async () => {
+  it('is on stdout before /readyz answers 200, and opens the admin API', { timeout: 90_000 }, async () => {
     const [port, metricsPort] = (await freePorts(2)) as [number, number];
     const child = spawn(process.execPath, [MAIN], {
       env: {
@@ -71,6 +71,8 @@ describe('the generated admin token', () => {
         PORT: String(port),
         METRICS_PORT: String(metricsPort),
         GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
+        // The most acceptors: the longest stretch of the start after the first port is up.
+        GATEWAY_ACCEPTORS: '256',
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -84,15 +86,15 @@ describe('the generated admin token', () => {
       while (seenAtReady === undefined) {
         if (child.exitCode !== null) throw new Error(`exited with ${child.exitCode}:\n${out}`);
         if (Date.now() > deadline) throw new Error(`not ready within 60 s:\n${out}`);
-        // Either port's /readyz: whichever answers 200 first must find the token already printed.
-        for (const p of [port, metricsPort]) {
+        // Either port's /readyz, asked back to back (no pause): the first 200 must find the token already printed.
+        for (const p of [metricsPort, port]) {
           const ready = await fetch(`http://127.0.0.1:${p}/readyz`).then((r) => r.status === 200, () => false);
           if (ready) {
             seenAtReady = out;
             break;
           }
         }
-        if (seenAtReady === undefined) await new Promise((r) => setTimeout(r, 25));
+        if (seenAtReady === undefined) await new Promise((r) => setTimeout(r, 5));
       }
       const token = /the admin API token for this run is:\n\n {2}(\S+)\n/.exec(seenAtReady)?.[1];
       expect(token, seenAtReady).toBeDefined();
@@ -101,8 +103,9 @@ describe('the generated admin token', () => {
       const wrong = await fetch(`http://127.0.0.1:${port}/admin/v1/workspaces`, { headers: { authorization: `Bearer ${token}x` } });
       expect(wrong.status).toBe(401);
     } finally {
+      // Possibly before its signal handlers are installed (the acceptors may still be starting): any exit will do.
       child.kill('SIGTERM');
-      expect(await exited).toBe(0);
+      await exited;
     }
   });
 });
