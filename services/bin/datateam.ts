@@ -24,7 +24,7 @@ const USAGE = `usage: datateam <command> [options]        (ADMIN_TOKEN in the en
   decode <topic> [--last N | --from-beginning] [--key-prefix P]
                                  a topic's records, decoded, as NDJSON (both runtimes, through the service)
 
-Times are RFC 3339 (2026-11-22T00:00:00Z). Exit codes: 0 ok, 1 the operation did not succeed (replay failed or
+Times are RFC 3339 (2026-11-22T00:00:00Z), \`now\`, or a duration ago: 90m, 2h, 7d (--from 2h --to now). Exit codes: 0 ok, 1 the operation did not succeed (replay failed or
 cancelled, letters failed to redrive), 2 bad command line, 3 request refused (4xx), 4 not found, 5 ADMIN_TOKEN
 missing or wrong, 6 service unreachable, failing (5xx) or stream broken off.`;
 
@@ -55,9 +55,17 @@ const out = (line: string): void => void process.stdout.write(`${line}\n`);
 const err = (line: string): void => void process.stderr.write(`${line}\n`);
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-function time(name: string, v: string | undefined): string {
-  if (!v) throw usageError(`--${name} is required (an RFC 3339 time such as 2026-11-22T00:00:00Z)`);
-  if (Number.isNaN(Date.parse(v))) throw usageError(`--${name}: "${v}" is not an RFC 3339 time`);
+const UNIT_MS = { m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+
+/** An RFC 3339 time as given, or `now` / a duration ago (`90m`, `2h`, `7d`) as the RFC 3339 time it means. */
+function time(name: string, v: string | undefined, now = Date.now()): string {
+  if (!v) throw usageError(`--${name} is required (an RFC 3339 time such as 2026-11-22T00:00:00Z, now, or a duration ago: 90m, 2h, 7d)`);
+  if (v === 'now') return new Date(now).toISOString();
+  const ago = /^(\d{1,6})([mhd])$/.exec(v);
+  if (ago) return new Date(now - Number(ago[1]) * UNIT_MS[ago[2] as keyof typeof UNIT_MS]).toISOString();
+  if (!/^\d{4}-\d\d-\d\dT/.test(v) || Number.isNaN(Date.parse(v))) {
+    throw usageError(`--${name}: "${v}" is neither an RFC 3339 time, now, nor a duration ago (90m, 2h, 7d)`);
+  }
   return v;
 }
 function positional(list: string[], i: number, what: string): string {
@@ -72,7 +80,12 @@ const DONE = new Set(['done', 'failed', 'cancelled']);
 
 async function watchReplay(http: AdminHttp, ws: string, id: string, pollMs: number): Promise<number> {
   const path = `/admin/v1/workspaces/${enc(ws)}/replays/${enc(id)}`;
-  const bar = progressBar(`replay ${id}`, 1000, 'events {events_read} | built {built} | sent {sent}', { events_read: 0, built: 0, sent: 0 });
+  const bar = progressBar(`replay ${id}`, 1000, 'events {events_read} | built {built} | queued {queued} | parked {parked}', {
+    events_read: 0,
+    built: 0,
+    queued: 0,
+    parked: 0,
+  });
   let r: any;
   try {
     for (;;) {
@@ -80,7 +93,8 @@ async function watchReplay(http: AdminHttp, ws: string, id: string, pollMs: numb
       bar.update(Math.round(Math.min(1, Math.max(0, Number(r.progress) || 0)) * 1000), {
         events_read: r.events_read ?? 0,
         built: r.conversions_built ?? 0,
-        sent: r.conversions_sent ?? 0,
+        queued: r.conversions_queued ?? r.conversions_sent ?? 0,
+        parked: r.conversions_parked ?? 0,
       });
       if (DONE.has(r.status)) break;
       await sleep(pollMs);

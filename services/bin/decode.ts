@@ -12,6 +12,7 @@
  *
  * Default: the last 10 records of every partition. Tombstones print value null. `datateam decode` is the same command.
  */
+import { parseArgs } from 'node:util';
 import { loadConfig } from '../shared/config.js';
 import { silentLogger } from '../shared/logger.js';
 import { TOPIC_SPECS } from '../shared/topics.js';
@@ -29,21 +30,26 @@ function usage(message?: string): never {
   process.exit(2);
 }
 
-const args = process.argv.slice(2);
-const topic = args[0];
-if (!topic || topic.startsWith('-')) usage();
-let last = 10n;
-let fromBeginning = false;
-let keyPrefix = '';
-let url: string | undefined;
-for (let i = 1; i < args.length; i++) {
-  const a = args[i];
-  if (a === '--last') last = BigInt(args[++i] ?? usage('--last needs a number'));
-  else if (a === '--from-beginning') fromBeginning = true;
-  else if (a === '--key-prefix') keyPrefix = args[++i] ?? usage('--key-prefix needs a value');
-  else if (a === '--url') url = args[++i] ?? usage('--url needs a value');
-  else usage(`unknown option ${a}`);
+let parsed;
+try {
+  parsed = parseArgs({
+    args: process.argv.slice(2),
+    options: { last: { type: 'string' }, 'from-beginning': { type: 'boolean' }, 'key-prefix': { type: 'string' }, url: { type: 'string' } },
+    allowPositionals: true,
+    strict: true,
+  });
+} catch (err) {
+  usage((err as Error).message);
 }
+const [topic, ...extra] = parsed.positionals;
+if (!topic) usage('missing <topic>');
+if (extra.length > 0) usage(`unexpected ${extra[0]}`);
+const lastArg = parsed.values.last ?? '10';
+if (!/^\d{1,9}$/.test(lastArg)) usage(`--last needs a whole number, got "${lastArg}"`);
+const last = BigInt(lastArg);
+const fromBeginning = parsed.values['from-beginning'] ?? false;
+const keyPrefix = parsed.values['key-prefix'] ?? '';
+const url = parsed.values.url;
 
 // `… | head`: a closed pipe ends the output, not with a stack trace.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => process.exit(err.code === 'EPIPE' ? 0 : 1));

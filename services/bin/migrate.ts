@@ -4,6 +4,9 @@ import { migrate } from '../shared/db/migrate.js';
 import { openPostgres } from '../shared/db/postgres.js';
 import { openPglite } from '../shared/db/pglite.js';
 import { join } from 'node:path';
+import { takeNoArguments } from './cli/args.js';
+
+takeNoArguments('usage: [DATABASE_URL=postgres://…] node dist/services/bin/migrate.js   (without DATABASE_URL: the embedded store in DATA_DIR)');
 
 const config = loadConfig();
 const db = config.databaseUrl ? await openPostgres(config.databaseUrl) : await openPglite(join(config.dataDir, 'db'));

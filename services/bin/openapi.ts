@@ -10,6 +10,7 @@ import { loadConfig } from '../shared/config.js';
 import { silentLogger } from '../shared/logger.js';
 import { repoRoot } from '../shared/repo-root.js';
 import { startService } from '../compose/service.js';
+import { takeNoArguments } from './cli/args.js';
 
 export async function generateOpenApi(): Promise<string> {
   const config = loadConfig({
@@ -28,6 +29,7 @@ export async function generateOpenApi(): Promise<string> {
 }
 
 if (process.argv[1] && import.meta.url.endsWith(process.argv[1].split('/').pop()!)) {
+  takeNoArguments('usage: node dist/services/bin/openapi.js   (writes docs/openapi.json from the routes)');
   const text = await generateOpenApi();
   writeFileSync(join(repoRoot(), 'docs', 'openapi.json'), text);
   process.stdout.write('wrote docs/openapi.json\n');

@@ -3,7 +3,10 @@
  * starts the roles of SERVICE_ROLE, listens, and on SIGTERM/SIGINT stops taking requests, finishes in-flight
  * work and exits 0.
  */
-import { ConfigError, loadConfig } from '../shared/config.js';
+import { existsSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { ConfigError, loadConfig, type Config } from '../shared/config.js';
 import { createLogger } from '../shared/logger.js';
 import { INTAKE_GROUP } from '../forwarder/intake.js';
 import { pipelineStages } from './pipeline.js';
@@ -39,15 +42,45 @@ function listenProblem(err: unknown, variable: string, port: number, host: strin
   return undefined;
 }
 
+/** Listens on the port and lets it go at once: the listen error, if any, of the real listen a moment later. */
+async function probePort(port: number, host: string): Promise<unknown> {
+  if (port === 0) return undefined;
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once('error', resolve);
+    probe.listen({ port, host, exclusive: true }, () => probe.close(() => resolve(undefined)));
+  });
+}
+
 /** The listen backlog of the service's port. */
 const LISTEN_BACKLOG = 4096;
 
-let config;
+let config: Config;
 try {
   config = loadConfig();
 } catch (err) {
   if (err instanceof ConfigError) failStart(err.message);
   throw err;
+}
+
+// Both ports are tried before anything is written to DATA_DIR, so a start that cannot listen leaves nothing behind.
+for (const [variable, port] of [['PORT', config.port], ['METRICS_PORT', config.metricsPort]] as const) {
+  const err = await probePort(port, config.host);
+  if (err === undefined) continue;
+  failStart(listenProblem(err, variable, port, config.host) ?? `cannot listen on ${variable} ${port}: ${String(err)}`);
+}
+// Printed before anything listens: by the time /readyz answers, the operator has the token.
+if (config.adminTokenGenerated) {
+  process.stdout.write(
+    `\nADMIN_TOKEN was not set; the admin API token for this run is:\n\n  ${config.adminToken}\n\n` +
+      `(set ADMIN_TOKEN to choose one)\n\n`,
+  );
+}
+const keyFile = join(config.dataDir, 'credentials.key');
+const keyFileExisted = existsSync(keyFile);
+/** A port taken between the probe and the listen: the key this start generated goes too (nothing was sealed with it). */
+function forgetGeneratedKey(): void {
+  if (config.credentialsKey === undefined && !keyFileExisted) rmSync(keyFile, { force: true });
 }
 
 const logger = createLogger(config.logLevel, { role: config.role });
@@ -78,6 +111,7 @@ try {
   const problem = listenProblem(err, 'METRICS_PORT', config.metricsPort, config.host);
   if (problem === undefined) throw err;
   await closeQuietly(() => service.close());
+  forgetGeneratedKey();
   failStart(problem);
 }
 try {
@@ -89,6 +123,7 @@ try {
   if (problem === undefined) throw err;
   await closeQuietly(() => service.close());
   await closeQuietly(() => new Promise<void>((resolve) => metrics.close(() => resolve())));
+  forgetGeneratedKey();
   failStart(problem);
 }
 
@@ -100,12 +135,6 @@ try {
   logger.warn({ err }, `could not add ${config.acceptors} acceptors (GATEWAY_ACCEPTORS); accepting on one`);
 }
 
-if (config.adminTokenGenerated) {
-  process.stdout.write(
-    `\nADMIN_TOKEN was not set; the admin API token for this run is:\n\n  ${config.adminToken}\n\n` +
-      `(set ADMIN_TOKEN to choose one)\n\n`,
-  );
-}
 logger.info(
   { port: config.port, metrics_port: config.metricsPort, runtime: config.kafka ? 'kafka' : 'embedded', role: config.role, acceptors: 1 + acceptors.count },
   `ready on http://localhost:${config.port}`,

@@ -25,7 +25,9 @@ export interface ReplayJob {
   readonly eventsRead: number;
   readonly conversionsBuilt: number;
   readonly conversionsSent: number;
+  readonly conversionsParked: number;
   readonly skippedAlreadySent: number;
+  readonly skippedAlreadyQueued: number;
   readonly dropped: Readonly<Record<string, number>>;
   readonly leaseOwner: string | null;
   readonly createdAt: number;
@@ -37,8 +39,13 @@ export interface ReplayJob {
 export interface ChunkCounts {
   readonly eventsRead: number;
   readonly conversionsBuilt: number;
+  /** Filed into the outbox for a connected workspace: the forwarder sends them. */
   readonly conversionsSent: number;
+  /** Filed into the outbox while the workspace is not connected: sent once it is. */
+  readonly conversionsParked: number;
   readonly skippedAlreadySent: number;
+  /** Already waiting in the outbox (an earlier live run or replay filed them): not filed twice. */
+  readonly skippedAlreadyQueued: number;
   readonly dropped: ReadonlyMap<string, number>;
 }
 
@@ -54,8 +61,12 @@ export interface ReplayView {
   readonly progress: number;
   readonly events_read: number;
   readonly conversions_built: number;
+  /** The operator contract's name; the same count as conversions_queued. */
   readonly conversions_sent: number;
+  readonly conversions_queued: number;
+  readonly conversions_parked: number;
   readonly skipped_already_sent: number;
+  readonly skipped_already_queued: number;
   readonly dropped: Readonly<Record<string, number>>;
   readonly error: string | null;
   readonly created_at: string;
@@ -65,7 +76,7 @@ export interface ReplayView {
 
 const COLUMNS = `id, workspace_id, extract(epoch FROM range_from) * 1000 AS range_from, extract(epoch FROM range_to) * 1000 AS range_to,
   dry_run, resend, status, error, start_positions, end_positions, cursor, events_read, conversions_built, conversions_sent,
-  skipped_already_sent, dropped, lease_owner, extract(epoch FROM created_at) * 1000 AS created_at,
+  conversions_parked, skipped_already_sent, skipped_already_queued, dropped, lease_owner, extract(epoch FROM created_at) * 1000 AS created_at,
   extract(epoch FROM started_at) * 1000 AS started_at, extract(epoch FROM finished_at) * 1000 AS finished_at`;
 
 type Row = Record<string, unknown>;
@@ -87,7 +98,9 @@ function toJob(r: Row): ReplayJob {
     eventsRead: toNumber(r.events_read),
     conversionsBuilt: toNumber(r.conversions_built),
     conversionsSent: toNumber(r.conversions_sent),
+    conversionsParked: toNumber(r.conversions_parked),
     skippedAlreadySent: toNumber(r.skipped_already_sent),
+    skippedAlreadyQueued: toNumber(r.skipped_already_queued),
     dropped: (r.dropped as Record<string, number> | null) ?? {},
     leaseOwner: (r.lease_owner as string | null) ?? null,
     createdAt: toNumber(r.created_at),
@@ -113,7 +126,10 @@ export function viewOf(job: ReplayJob): ReplayView {
     events_read: job.eventsRead,
     conversions_built: job.conversionsBuilt,
     conversions_sent: job.conversionsSent,
+    conversions_queued: job.conversionsSent,
+    conversions_parked: job.conversionsParked,
     skipped_already_sent: job.skippedAlreadySent,
+    skipped_already_queued: job.skippedAlreadyQueued,
     dropped: job.dropped,
     error: job.error,
     created_at: iso(job.createdAt)!,
@@ -213,6 +229,7 @@ export class ReplayRepo {
          cursor = jsonb_set(COALESCE(cursor, '{}'::jsonb), ARRAY[$2::text], to_jsonb($3::text)),
          events_read = events_read + $4, conversions_built = conversions_built + $5,
          conversions_sent = conversions_sent + $6, skipped_already_sent = skipped_already_sent + $7,
+         conversions_parked = conversions_parked + $10, skipped_already_queued = skipped_already_queued + $11,
          dropped = (SELECT COALESCE(jsonb_object_agg(k, n), '{}'::jsonb) FROM (
                       SELECT k, sum(n)::bigint AS n FROM (
                         SELECT key AS k, value::text::bigint AS n FROM jsonb_each(dropped)
@@ -230,6 +247,8 @@ export class ReplayRepo {
         counts.skippedAlreadySent,
         JSON.stringify(Object.fromEntries(counts.dropped)),
         leaseMs,
+        counts.conversionsParked,
+        counts.skippedAlreadyQueued,
       ],
     );
   }

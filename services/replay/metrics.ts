@@ -18,7 +18,7 @@ export const replayEventsRead = new Counter({
 
 export const replayConversions = new Counter({
   name: 'replay_conversions_total',
-  help: 'Conversions of replay jobs by outcome: built, sent (filed for sending), skipped_already_sent',
+  help: 'Conversions of replay jobs by outcome: built, sent (queued for a live connection), parked (queued until the workspace connects), skipped_already_sent, skipped_already_queued',
   labelNames: ['outcome'] as const,
   registers: [registry],
 });

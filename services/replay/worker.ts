@@ -166,7 +166,10 @@ export class ReplayWorker {
         const now = await this.repo.get(job.workspaceId, job.id);
         if (now && now.cursor && rangeDone(job.end!, now.cursor)) {
           await this.repo.finish(job.id, this.owner, 'done');
-          log.info({ events_read: now.eventsRead, conversions_sent: now.conversionsSent, skipped_already_sent: now.skippedAlreadySent }, 'replay done');
+          log.info(
+            { events_read: now.eventsRead, conversions_queued: now.conversionsSent, conversions_parked: now.conversionsParked, skipped_already_sent: now.skippedAlreadySent },
+            'replay done',
+          );
           return;
         }
         // The read ended short of the end (should not happen): counts as a failed attempt, resumed from the cursor.
@@ -244,10 +247,12 @@ export class ReplayWorker {
     );
     let sent = 0;
     let skipped = 0;
+    let alreadyQueued = 0;
     const letters: Array<Extract<Filed, { kind: 'dead_lettered' }>['letter']> = [];
     for (const f of filed) {
       if (f.kind === 'queued') sent += 1;
       else if (f.kind === 'dropped' && f.reason === 'already_sent') skipped += 1;
+      else if (f.kind === 'dropped' && f.reason === 'already_queued') alreadyQueued += 1;
       else if (f.kind === 'dropped') count(f.reason);
       else {
         count(f.letter.reason);
@@ -261,11 +266,31 @@ export class ReplayWorker {
       }
       for (const c of counted) forwardedConversions.inc({ outcome: c.outcome, code: c.code });
     }
+    // Every parked conversion was queued too: the filing counts it once more, as parked, with its connection's status.
+    const parked = counted.filter((c) => c.outcome === 'parked').length;
     replayConversions.inc({ outcome: 'built' }, conversions.length);
-    replayConversions.inc({ outcome: 'sent' }, job.dryRun ? 0 : sent);
+    replayConversions.inc({ outcome: 'sent' }, job.dryRun ? 0 : sent - parked);
+    replayConversions.inc({ outcome: 'parked' }, job.dryRun ? 0 : parked);
     replayConversions.inc({ outcome: 'skipped_already_sent' }, skipped);
-    return { eventsRead: events.length, conversionsBuilt: conversions.length, conversionsSent: sent, skippedAlreadySent: skipped, dropped };
+    replayConversions.inc({ outcome: 'skipped_already_queued' }, alreadyQueued);
+    return {
+      eventsRead: events.length,
+      conversionsBuilt: conversions.length,
+      conversionsSent: sent - parked,
+      conversionsParked: parked,
+      skippedAlreadySent: skipped,
+      skippedAlreadyQueued: alreadyQueued,
+      dropped,
+    };
   }
 }
 
-const EMPTY: ChunkCounts = { eventsRead: 0, conversionsBuilt: 0, conversionsSent: 0, skippedAlreadySent: 0, dropped: new Map() };
+const EMPTY: ChunkCounts = {
+  eventsRead: 0,
+  conversionsBuilt: 0,
+  conversionsSent: 0,
+  conversionsParked: 0,
+  skippedAlreadySent: 0,
+  skippedAlreadyQueued: 0,
+  dropped: new Map(),
+};

@@ -13,6 +13,7 @@ import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../help
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
 import { csrfOf, newBrowser } from '../helpers/browser.js';
+import { outboxEmptied } from '../helpers/outbox.js';
 
 const ADMIN = 'data-team-e2e-admin-token';
 let sandbox: RunningSandbox;
@@ -72,7 +73,7 @@ describe('dead letters', () => {
     expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, fixed)).status).toBe(200);
     expect(await redrive(ws, { ids: [letter.id] })).toMatchObject({ status: 202, body: { redriven: 1, failed: [] } });
     await eventually('redriven conversion delivered', async () => (await deliveries(eventId)).length > 0);
-    await new Promise((r) => setTimeout(r, 300)); // time for a second delivery, if there were one
+    await outboxEmptied(service.db, ws); // a second delivery, if there were one, has been answered by now
     const delivered = await deliveries(eventId);
     expect(delivered).toHaveLength(1);
     expect(delivered[0]!.record.event).toBe('CompletePayment');

@@ -91,6 +91,9 @@ describe('dlq', () => {
     ['redrive with both', ['dlq', 'redrive', 'ws_x', '--all', 'dl_0123456789abcdef'], 2],
     ['export without --from', ['export', 'ws_x', '--to', '2026-01-01T00:00:00Z'], 2],
     ['a bad time', ['replay', 'ws_x', '--from', 'yesterday', '--to', '2026-01-01T00:00:00Z'], 2],
+    ['a bare date', ['replay', 'ws_x', '--from', '2026-01-01', '--to', 'now'], 2],
+    ['a duration in an unknown unit', ['replay', 'ws_x', '--from', '2w', '--to', 'now'], 2],
+    ['a duration without a number', ['export', 'ws_x', '--from', 'h', '--to', 'now'], 2],
     ['an unknown workspace', ['dlq', 'list', 'ws_nope'], 4],
     ['a malformed letter id (refused by the service)', ['dlq', 'redrive', 'ws_nope', 'nope'], 3],
   ])('exits with the documented code on %s', async (_what, args, code) => {
@@ -144,6 +147,34 @@ describe('export and decode', () => {
     );
     expect(viaDecode.code, viaDecode.stderr).toBe(0);
     expect(jsonLines(viaDecode.stdout)).toHaveLength(3);
+  });
+});
+
+describe('decode.js command line', () => {
+  const decodeCli = (args: string[]): Promise<Run> =>
+    new Promise((resolve) => {
+      execFile(process.execPath, [join(REPO_ROOT, 'dist', 'services', 'bin', 'decode.js'), ...args], { env: { PATH: process.env.PATH, ADMIN_TOKEN: ADMIN } }, (err, stdout, stderr) =>
+        resolve({ code: err ? Number((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
+      );
+    });
+
+  it('reads the last N records of a topic through the service', async () => {
+    const ws = await workspaceWithStageLetters(2);
+    const r = await decodeCli(['events.raw', '--last', '2', '--key-prefix', `${ws}:`, '--url', svc.url]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(jsonLines(r.stdout).map((l) => l.key)).toEqual([`${ws}:broken-0`, `${ws}:broken-1`]);
+  });
+
+  it.each([
+    ['no topic', []],
+    ['an unknown option', ['events.raw', '--bogus']],
+    ['--last without a number', ['events.raw', '--last', 'ten']],
+    ['--last without a value', ['events.raw', '--last']],
+    ['a second topic', ['events.raw', 'events.dlq']],
+  ])('exits 2 with the usage on %s', async (_what, args) => {
+    const r = await decodeCli([...args, '--url', svc.url]);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toContain('usage: bin/decode.js');
   });
 });
 
@@ -226,6 +257,25 @@ describe('replay (against a fake of the contract\'s replay routes: end states a 
     const [first] = [...replays.values()];
     expect(first!.body).toEqual({ from: '2026-11-01T00:00:00Z', to: '2026-11-02T00:00:00Z', dry_run: true, resend: true });
     expect(JSON.parse(r.stdout.trim().split('\n').at(-1)!)).toMatchObject({ status: 'done', progress: 1, conversions_sent: 12 });
+  });
+
+  it('takes now and durations ago for --from and --to, and sends them as RFC 3339 times', async () => {
+    const before = Date.now();
+    const r = await cli(['replay', 'ws_rel', '--from', '2h', '--to', 'now', '--no-wait', '--url', fakeUrl]);
+    expect(r.code, r.stderr).toBe(0);
+    const { id } = JSON.parse(r.stdout);
+    const { body } = replays.get(id)!;
+    expect(body.from).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+    expect(Date.parse(body.to) - Date.parse(body.from)).toBe(2 * 3_600_000);
+    expect(Date.parse(body.to)).toBeGreaterThanOrEqual(before);
+    expect(Date.parse(body.to)).toBeLessThanOrEqual(Date.now());
+    for (const [arg, ms] of [['90m', 90 * 60_000], ['7d', 7 * 86_400_000]] as const) {
+      const d = await cli(['replay', 'ws_rel', '--from', arg, '--to', '2099-01-01T00:00:00Z', '--no-wait', '--url', fakeUrl]);
+      expect(d.code, d.stderr).toBe(0);
+      const sent = replays.get(JSON.parse(d.stdout).id)!.body;
+      expect(Math.abs(Date.now() - ms - Date.parse(sent.from))).toBeLessThan(60_000);
+      expect(sent.to).toBe('2099-01-01T00:00:00Z');
+    }
   });
 
   it('exits 1 when the replay fails or is cancelled, 4 for an unknown replay', async () => {

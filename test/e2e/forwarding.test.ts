@@ -262,8 +262,14 @@ describe('revocation at the platform side', () => {
     expect(c.reason).toMatch(/4010[58]/);
     const eventsCalls = async () => (await sandboxControl(sandbox, '/calls?endpoint=events')).calls.length;
     const before = await eventsCalls();
-    await new Promise((r) => setTimeout(r, 500));
-    expect(await eventsCalls()).toBe(before); // parked: no hot loop
+    // The marker that the sender has gone round since: another workspace's conversion delivered. Parked, this
+    // workspace added no call of its own in the meantime (no hot loop).
+    const other = (await admin.createWorkspace('still-connected')).id;
+    await connectOverHttp(other);
+    const sentinel = conversion(other);
+    await append([sentinel]);
+    await deliveredOnce([sentinel.event_id]);
+    expect(await eventsCalls()).toBe(before + 1);
     const parked = await service.db.query('SELECT event_id FROM forward_outbox WHERE workspace_id = $1', [ws]);
     expect(parked.rows).toHaveLength(2);
     expect(await conversionsCounted({ outcome: 'parked' })).toBe(2);

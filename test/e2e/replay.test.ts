@@ -7,7 +7,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
-import { startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
+import { outboxEmptied } from '../helpers/outbox.js';
+import { SETUP, startServiceWithSandbox, type ServiceWithSandbox } from '../helpers/service-with-sandbox.js';
 
 const ADMIN = 'replay-e2e-admin-token';
 let svc: ServiceWithSandbox;
@@ -54,7 +55,8 @@ describe('replay', () => {
     const dry = await replay(ws, { from, to, dry_run: true });
     expect(dry).toMatchObject({ status: 'done', dry_run: true, progress: 1, events_read: 4, conversions_built: 3, conversions_sent: 3, skipped_already_sent: 0 });
     expect(dry.dropped).toEqual({ not_selected: 1 });
-    await new Promise((r) => setTimeout(r, 300));
+    // The dry run filed nothing: with the outbox empty, nothing can still be on its way.
+    await outboxEmptied(svc.service.db, ws);
     expect(await receivedFor(ids)).toEqual([]);
 
     const first = await replay(ws, { from, to });
@@ -69,7 +71,7 @@ describe('replay', () => {
 
     const second = await replay(ws, { from, to });
     expect(second).toMatchObject({ status: 'done', events_read: 4, conversions_built: 3, conversions_sent: 0, skipped_already_sent: 3 });
-    await new Promise((r) => setTimeout(r, 500));
+    await outboxEmptied(svc.service.db, ws);
     expect(await receivedFor(ids)).toHaveLength(3);
 
     // The other workspace's purchases were never replayed.
@@ -91,10 +93,39 @@ describe('replay', () => {
     const again = await replay(ws, { from, to, resend: true });
     expect(again).toMatchObject({ status: 'done', conversions_sent: 2, skipped_already_sent: 0 });
     await eventually('the resent conversions', async () => (await receivedFor(ids)).length >= 4);
-    await new Promise((r) => setTimeout(r, 500));
+    await outboxEmptied(svc.service.db, ws);
     expect(await receivedFor(ids)).toHaveLength(4);
     // The resend refreshed the ledger: a plain replay now skips them again.
     expect(await replay(ws, { from, to })).toMatchObject({ conversions_sent: 0, skipped_already_sent: 2 });
+  });
+
+  it('counts conversions parked before the workspace connects, then already queued, and they arrive once connected', async () => {
+    const { ws, key } = await svc.bareWorkspace('parked');
+    const from = new Date(Date.now() - 60_000).toISOString();
+    const purchases = [webEvent(), webEvent()];
+    const ids = new Set(purchases.map((p) => p.event_metadata.idempotency_key));
+    await svc.send(key, purchases);
+    await svc.drained();
+    expect((await svc.admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
+    const to = new Date(Date.now() + 60_000).toISOString();
+
+    const parked = await replay(ws, { from, to });
+    expect(parked).toMatchObject({
+      status: 'done', conversions_built: 2, conversions_parked: 2, conversions_queued: 0, conversions_sent: 0,
+      skipped_already_sent: 0, skipped_already_queued: 0, dropped: {},
+    });
+    const again = await replay(ws, { from, to });
+    expect(again).toMatchObject({
+      status: 'done', conversions_built: 2, conversions_parked: 0, conversions_queued: 0, conversions_sent: 0,
+      skipped_already_queued: 2, dropped: {},
+    });
+
+    await svc.setUpForwarding(ws);
+    await eventually('the parked conversions delivered', async () => (await receivedFor(ids)).length >= 2);
+    await outboxEmptied(svc.service.db, ws);
+    expect((await receivedFor(ids)).sort()).toEqual([...ids].sort());
+    const afterConnect = await replay(ws, { from, to });
+    expect(afterConnect).toMatchObject({ conversions_parked: 0, conversions_queued: 0, skipped_already_sent: 2, skipped_already_queued: 0 });
   });
 
   it('lists jobs, cancels only what is still running, and refuses bad input with problem documents', async () => {

@@ -12,6 +12,7 @@ import { adminClient } from '../helpers/admin-client.js';
 import { serverEvent, sgtmEvent, webEvent } from '../helpers/factories.js';
 import { pipelineStatus, readTopic, waitForDrain } from '../helpers/pipeline.js';
 import { REPO_ROOT, TEST_ADMIN_TOKEN, startServiceProcess, type ServiceProcess } from '../helpers/service-process.js';
+import { seededRandom, type SeededRandom } from '../helpers/seeded-random.js';
 
 const KILLS = 3;
 const SENDERS = 6;
@@ -55,7 +56,7 @@ async function send(svc: ServiceProcess, apiKey: string, req: { path: string; bo
 }
 
 /** Sends until the process dies; a request without an answer (or with an error status) has an unknown fate. */
-async function sendUntilDead(svc: ServiceProcess, apiKey: string, ledger: Ledger, counter: { n: number }): Promise<void> {
+async function sendUntilDead(svc: ServiceProcess, apiKey: string, ledger: Ledger, counter: { n: number }, random: SeededRandom): Promise<void> {
   for (;;) {
     const req = nextRequest(counter.n++);
     const status = await send(svc, apiKey, req);
@@ -69,7 +70,7 @@ async function sendUntilDead(svc: ServiceProcess, apiKey: string, ledger: Ledger
     if (status === 'no-answer') return;
     // Now and then resend an accepted request: a duplicate, which must not come out again.
     if (counter.n % 5 === 0 && ledger.acceptedBodies.length > 0) {
-      await send(svc, apiKey, ledger.acceptedBodies[Math.floor(Math.random() * ledger.acceptedBodies.length)]!);
+      await send(svc, apiKey, random.pick(ledger.acceptedBodies));
     }
   }
 }
@@ -88,12 +89,15 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
     });
     expect(put.status).toBe(200);
 
+    const random = seededRandom('pipeline crash test');
     const ledger = new Ledger();
     const counter = { n: 0 };
     const killedMidStage: boolean[] = [];
     for (let kill = 0; kill < KILLS; kill++) {
-      const senders = Array.from({ length: SENDERS }, () => sendUntilDead(svc, apiKey, ledger, counter));
-      await new Promise((r) => setTimeout(r, 500 + Math.random() * 1500));
+      const senders = Array.from({ length: SENDERS }, () => sendUntilDead(svc, apiKey, ledger, counter, random));
+      const killAfterMs = random.int(500, 2000);
+      process.stdout.write(`kill ${kill + 1} of ${KILLS}: after ${killAfterMs} ms of traffic\n`);
+      await new Promise((r) => setTimeout(r, killAfterMs));
       // Where the stages stand right before the kill (evidence that the kill hit them mid-work).
       const status = await pipelineStatus(admin).catch(() => undefined);
       killedMidStage.push(status?.consumers.some((c) => c.lag > 0) ?? false);
@@ -103,7 +107,9 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
       admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
       // Right after a restart the stages resume from their committed offsets: kill once more while they catch up.
       if (kill === 0) {
-        await new Promise((r) => setTimeout(r, 200 + Math.random() * 300));
+        const catchUpMs = random.int(200, 500);
+        process.stdout.write(`kill ${kill + 1} again: ${catchUpMs} ms after the restart\n`);
+        await new Promise((r) => setTimeout(r, catchUpMs));
         await svc.kill();
         svc = await startServiceProcess({ dataDir });
         admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
@@ -133,6 +139,6 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
     expect(new Set(dedupedKeys).size).toBe(dedupedKeys.length);
     expect(dlq).toEqual([]);
     // The kills must have hit stages mid-work, or this test proves little.
-    expect(killedMidStage.some(Boolean), `answers: ${JSON.stringify(STATUS)}`).toBe(true);
+    expect(killedMidStage.some(Boolean), `answers: ${JSON.stringify(STATUS)}, TEST_SEED=${random.seed}`).toBe(true);
   });
 });

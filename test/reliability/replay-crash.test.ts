@@ -100,7 +100,15 @@ describe('replay: kill -9 mid-replay', () => {
       const r = (await receivedBySandbox(sandbox)).map((e) => e.event_id).filter((e) => ids.has(e));
       return new Set(r).size === TOTAL ? r : undefined;
     }, 30_000);
-    await new Promise((r) => setTimeout(r, 500));
+    // Nothing more can go once each purchase is recorded sent: a conversion leaves the outbox in the transaction that
+    // records it, so the count below is final (no sleep that a slow machine outlasts).
+    await eventually('every purchase recorded sent', async () => {
+      for (const id of ids) {
+        const r = await admin.call('GET', `/admin/v1/workspaces/${ws}/conversions/${encodeURIComponent(id)}`);
+        if (r.body?.delivery?.status !== 'sent') return false;
+      }
+      return true;
+    }, 30_000);
     const all = (await receivedBySandbox(sandbox)).map((e) => e.event_id).filter((e) => ids.has(e));
     expect(new Set(all).size).toBe(TOTAL);
     // At most the batch on the wire at the kill went twice (same event_ids: the platform dedups them).
@@ -114,7 +122,8 @@ describe('replay: kill -9 mid-replay', () => {
     expect((await admin.call('DELETE', `/admin/v1/workspaces/${ws}/replays/${again.body.id}`)).status).toBe(204);
     const cancelled = await job(admin, ws, again.body.id);
     expect(cancelled.status).toBe('cancelled');
-    await new Promise((r) => setTimeout(r, 1_000));
+    // The worker has let the job go (this process runs no replay): from here on nothing could move it.
+    await eventually('the worker let the cancelled job go', async () => /^replays_running 0$/m.test(await (await fetch(second.metricsUrl)).text()), 30_000);
     const later = await job(admin, ws, again.body.id);
     expect(later.status).toBe('cancelled');
     expect(later.events_read).toBe(cancelled.events_read);

@@ -1,6 +1,6 @@
 /**
- * `make demo`: the whole flow in one command. Starts the platform sandbox and the service (embedded runtime, a
- * temporary DATA_DIR) wired to it, then does what an operator and a customer would: create a workspace and a live
+ * `make demo`: the whole flow in one command, on a throw-away instance. Starts the platform sandbox and a service of
+ * its own (embedded runtime, a free port, a temporary DATA_DIR deleted at the end) wired to it, then does what an operator and a customer would: create a workspace and a live
  * API key, choose the conversions to forward, connect the ad account by OAuth (following the authorize redirect
  * like a browser), send a few events over HTTP, and print what the platform received. Exits 0 when the
  * conversions arrived, 1 otherwise.
@@ -39,10 +39,12 @@ async function main(): Promise<number> {
     FORWARDER_LINGER_MS: '100',
     LOG_LEVEL: 'warn',
   });
+  say('A throw-away instance: a service and a platform sandbox of its own on free ports, with a temporary data');
+  say('directory, all gone when the demo ends. Your `make run`, its ./data and its workspaces are not touched.\n');
   const service = await startService(config, createLogger(config.logLevel, { role: 'demo' }));
   await service.app.listen({ port, host: '127.0.0.1' });
   say(`platform sandbox   ${sandbox.url}`);
-  say(`service            ${base}   (data in ${dataDir})`);
+  say(`service            ${base}   (data in ${dataDir}, deleted at the end)`);
 
   const admin = async (method: string, path: string, body?: unknown): Promise<any> => {
     const r = await fetch(`${base}${path}`, {
@@ -129,6 +131,8 @@ async function main(): Promise<number> {
     await service.close();
     await sandbox.close();
     rmSync(dataDir, { recursive: true, force: true });
+    say('\nThe demo instance is stopped and its data deleted. The same flow on your own `make run`: README.md,');
+    say('"Try it end to end".');
   }
 }
 

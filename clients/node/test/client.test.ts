@@ -241,7 +241,8 @@ describe('retries', () => {
     const port = new URL(svc.url).port;
     await svc.kill();
     const depthDuringOutage = c.queueDepth;
-    await new Promise((r) => setTimeout(r, 800));
+    // Restart once the client has met the outage (a request without an answer), not after a guessed time.
+    while (!since(from).some((r) => r.status === -1)) await new Promise((r) => setTimeout(r, 5));
     svc = await startServiceProcess({ dataDir: svc.dataDir, env: { PORT: port, METRICS_PORT: svc.env.METRICS_PORT! } });
     await sending;
     await c.shutdown({ timeoutMs: 60_000 });

@@ -1346,8 +1346,16 @@ export interface paths {
                                 progress?: number;
                                 events_read?: number;
                                 conversions_built?: number;
+                                /** @description The same count as conversions_queued (its older name) */
                                 conversions_sent?: number;
+                                /** @description Filed for sending over the live connection; the forwarder sends them */
+                                conversions_queued?: number;
+                                /** @description Filed while the workspace is not connected; sent once it is */
+                                conversions_parked?: number;
+                                /** @description Not filed: the sent ledger holds them (resend: true sends them again) */
                                 skipped_already_sent?: number;
+                                /** @description Not filed: already waiting in the outbox, to be sent from there */
+                                skipped_already_queued?: number;
                                 dropped?: {
                                     [key: string]: number;
                                 };
@@ -1445,8 +1453,16 @@ export interface paths {
                             progress?: number;
                             events_read?: number;
                             conversions_built?: number;
+                            /** @description The same count as conversions_queued (its older name) */
                             conversions_sent?: number;
+                            /** @description Filed for sending over the live connection; the forwarder sends them */
+                            conversions_queued?: number;
+                            /** @description Filed while the workspace is not connected; sent once it is */
+                            conversions_parked?: number;
+                            /** @description Not filed: the sent ledger holds them (resend: true sends them again) */
                             skipped_already_sent?: number;
+                            /** @description Not filed: already waiting in the outbox, to be sent from there */
+                            skipped_already_queued?: number;
                             dropped?: {
                                 [key: string]: number;
                             };
