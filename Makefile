@@ -24,7 +24,6 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-
 .PHONY: node install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
 
 ## Prints the node every recipe runs on (installing Node 24 first when the machine's is older).
