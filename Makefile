@@ -1,18 +1,34 @@
 # Front door of the repo. `make run` and `make test` work on a fresh machine: they install what they need.
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
-STAMP := node_modules/.install-stamp
+
+# Node: the machine's when it is 24 or newer, else Node 24 installed once into infra/local/.cache/node
+# (infra/local/node.sh). Put first on PATH for every recipe, so npm ci, tsc, vitest, the service, the benchmarks and
+# the processes they start all run on it.
+NODE_BIN := $(shell bash infra/local/node.sh bin)
+ifeq ($(NODE_BIN),)
+$(error no Node 24 available: see the message of infra/local/node.sh above)
+endif
+export PATH := $(NODE_BIN):$(PATH)
+# node_modules is installed again when Node's ABI changes: a few dev dependencies hold addons built for one ABI.
+NODE_ABI := $(shell $(NODE_BIN)/node -p process.versions.modules)
+STAMP := node_modules/.install-stamp-abi$(NODE_ABI)
 CLIENT_STAMP := clients/node/node_modules/.install-stamp
 
 $(STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
+	@rm -f node_modules/.install-stamp*
 	@touch $@
 
 $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
+.PHONY: node install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
+
+## Prints the node every recipe runs on (installing Node 24 first when the machine's is older).
+node:
+	@echo "$$(command -v node) $$(node --version)"
 
 install: $(STAMP)
 

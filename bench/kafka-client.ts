@@ -1,5 +1,5 @@
 /**
- * kafka-client: produce throughput of the project's kafkajs adapter (the baseline) against @platformatic/kafka 1.x for
+ * kafka-client: produce throughput of the project's kafkajs adapter (the baseline) against @platformatic/kafka 2.x for
  * the same records and acks (bench/lib/kafka-client-worker.ts says exactly how). Each run is its own process on the
  * server's core; the broker is shared and unpinned.
  */
@@ -35,7 +35,7 @@ export async function benchKafkaClient(env: Record<string, string>, log: (l: str
   const admin = new KafkaAdmin(new KafkaConnection({ brokers }, silentLogger));
   await admin.ensureTopics([{ name: BENCH_TOPIC, partitions: 6, config: { 'retention.ms': String(3_600_000) }, purpose: 'bench' }]);
   const endSum = async () => [...(await admin.endOffsets(BENCH_TOPIC)).values()].reduce((s, o) => s + o.high, 0n);
-  log('kafka-client (kafkajs adapter vs @platformatic/kafka 1.x; idempotent, acks=-1, one send in flight)');
+  log('kafka-client (kafkajs adapter vs @platformatic/kafka 2.x; idempotent, acks=-1, one send in flight)');
   const runs: ClientResult[] = [];
   for (const batch of BATCHES) {
     for (const client of ['kafkajs', 'platformatic'] as const) {
@@ -65,7 +65,7 @@ export async function benchKafkaClient(env: Record<string, string>, log: (l: str
     target: '– (decision: docs/decisions.md)',
     met: null,
     notes:
-      `@platformatic/kafka 1.x (value) vs the kafkajs adapter (baseline), batches of ${head} records (~${Math.round(k.bytes / k.records)} B each, the gateway's Avro envelopes), idempotent, acks=-1, one send in flight, ${DURATION_SEC} s each; p50/p99 are per send of ${head}. ` +
+      `@platformatic/kafka 2.x (value) vs the kafkajs adapter (baseline), batches of ${head} records (~${Math.round(k.bytes / k.records)} B each, the gateway's Avro envelopes), idempotent, acks=-1, one send in flight, ${DURATION_SEC} s each; p50/p99 are per send of ${head}. ` +
       `Client CPU: kafkajs ${k.cpuUsPerRecord.toFixed(1)} µs/record, platformatic ${p.cpuUsPerRecord.toFixed(1)} µs/record. ` +
       `Batches of 100: kafkajs ${Math.round(small.k.recordsPerSec)} records/s (${small.k.cpuUsPerRecord.toFixed(1)} µs/record CPU, p99 ${small.k.sendMs.p99.toFixed(1)} ms), platformatic ${Math.round(small.p.recordsPerSec)} records/s (${small.p.cpuUsPerRecord.toFixed(1)} µs/record, p99 ${small.p.sendMs.p99.toFixed(1)} ms). ` +
       'Client process on core 0, broker unpinned. Checked: the topic grew by exactly the number of acknowledged records in every run.',

@@ -3,7 +3,7 @@
  * kills a broker): `node dist/bench/kafka-reliability.js`.
  *
  * On a PRIVATE single-node broker (its own run dir and ports, started here with infra/local/kafka.sh, so the shared
- * broker other work uses is never touched), for each client (the kafkajs adapter, @platformatic/kafka 1.x), with the
+ * broker other work uses is never touched), for each client (the kafkajs adapter, @platformatic/kafka 2.x), with the
  * gateway's settings (idempotent, acks=-1, a few bounded retries, one send in flight):
  *  1. produce numbered records in batches of 50 for a few seconds;
  *  2. kill -9 the broker, keep producing (sends fail: counted, never retried by the caller, like a 503), restart it;

@@ -6,7 +6,7 @@
  *  1. the envelope's Avro encoding in one pass (a literal instead of object rest/spread in toAvro, written straight
  *     into a pooled buffer with avsc's Type#encode, framed in place; no per-record Buffer.alloc/concat); the bytes are
  *     identical to AvroSerde.encode's (checked at start);
- *  2. @platformatic/kafka 1.x instead of kafkajs for the idempotent acks=all producer (compatibilityPartitioner:
+ *  2. @platformatic/kafka 2.x instead of kafkajs for the idempotent acks=all producer (compatibilityPartitioner:
  *     the same key → partition mapping as kafkajs' DefaultPartitioner).
  * Appends are group-committed like stream/kafka/log.ts (queue while a send is in flight, 1 ms linger).
  * `node dist/bench/lib/gateway-whatif.js` with the service's environment; bench/gateway.ts runs it.

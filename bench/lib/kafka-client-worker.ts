@@ -8,7 +8,7 @@
  * murmur2 (kafkajs' DefaultPartitioner; @platformatic/kafka's compatibilityPartitioner computes the same).
  *  - kafkajs: through the adapter the gateway used before (KafkaConnection + bench/lib/kafkajs-producer.ts), with
  *    the same retry settings;
- *  - @platformatic/kafka 1.x: its Producer with the same settings.
+ *  - @platformatic/kafka 2.x: its Producer with the same settings.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import avro from 'avsc';

@@ -3,11 +3,7 @@
  * counts and configs), end offsets, a consumer group's committed offsets, and a cheap reachability probe.
  * Offsets are bigint in this module's API (Kafka offsets are int64).
  */
-import { randomUUID } from 'node:crypto';
-import kafkajs, { Partitioners, type Admin } from 'kafkajs';
-
-// Not a named export of kafkajs' CommonJS module under ESM (cjs-module-lexer does not see it): read it off the default.
-const { ConfigResourceTypes } = kafkajs;
+import { Admin, ConfigResourceTypes } from '@platformatic/kafka';
 import type { TopicSpec } from '../topics.js';
 import type { KafkaConnection } from './client.js';
 
@@ -18,43 +14,78 @@ export interface PartitionOffsets {
   readonly high: bigint;
 }
 
+/** ListOffsets' special timestamps: the log start and the next offset to be written. */
+const EARLIEST = -2n;
+const LATEST = -1n;
+
+/** Whether a @platformatic/kafka error (or one of the errors it wraps) carries this Kafka error name. */
+const hasApiError = (err: unknown, apiId: string): boolean => {
+  const find = (err as { findBy?: (key: string, value: unknown) => unknown }).findBy;
+  return typeof find === 'function' && find.call(err, 'apiId', apiId) !== undefined;
+};
+
 export class KafkaAdmin {
   private readonly admin: Admin;
-  private connected: Promise<void> | undefined;
 
   constructor(
     readonly connection: KafkaConnection,
     opts: { retries?: number } = {},
   ) {
-    this.admin = connection.kafka.admin({ retry: { retries: opts.retries ?? 5, initialRetryTime: 100, maxRetryTime: 1_000 } });
+    this.admin = new Admin({
+      clientId: connection.clientIdFor('admin'),
+      bootstrapBrokers: [...connection.settings.brokers],
+      // Short connection timeout: the readiness probe must answer within its budget when the broker is gone.
+      connectTimeout: 1_000,
+      timeout: 10_000,
+      retries: opts.retries ?? 5,
+      retryDelay: (_client, _op, attempt) => Math.min(100 * 2 ** (attempt - 1), 1_000),
+    });
   }
 
-  private async ready(): Promise<Admin> {
-    this.connected ??= this.admin.connect().catch((err: unknown) => {
-      this.connected = undefined;
-      throw err;
-    });
-    await this.connected;
-    return this.admin;
+  /** Partition ids of a topic, from fresh metadata. */
+  private async partitionsOf(topic: string): Promise<number[]> {
+    const metadata = await this.admin.metadata({ topics: [topic], forceUpdate: true });
+    const count = metadata.topics.get(topic)?.partitionsCount ?? 0;
+    return Array.from({ length: count }, (_, p) => p);
   }
 
   /** Creates the topics of `specs` that do not exist yet; leaves existing ones alone. Returns the created names. */
   async ensureTopics(specs: readonly TopicSpec[]): Promise<string[]> {
-    const admin = await this.ready();
-    const existing = new Set(await admin.listTopics());
+    const existing = new Set(await this.admin.listTopics());
     const missing = specs.filter((s) => !existing.has(s.name));
     if (missing.length === 0) return [];
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: missing.map((s) => ({
-        topic: s.name,
-        numPartitions: s.partitions,
-        // -1: the broker's default.replication.factor (KIP-464).
-        replicationFactor: -1,
-        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
-      })),
-    });
-    return missing.map((s) => s.name);
+    const created: string[] = [];
+    // One request per topic: the client applies one list of configs to every topic of a request.
+    for (const s of missing) {
+      try {
+        await this.admin.createTopics({
+          // replicas -1: the broker's default.replication.factor (KIP-464).
+          topics: [{ topic: s.name, partitions: s.partitions, replicas: -1 }],
+          configs: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+        });
+        created.push(s.name);
+      } catch (err) {
+        // Another process (a replica starting at the same time) created it first.
+        if (!hasApiError(err, 'TOPIC_ALREADY_EXISTS')) throw err;
+      }
+    }
+    await this.waitForLeaders(missing.map((s) => s.name));
+    return created;
+  }
+
+  /** Returns once every partition of `topics` has a leader: producing or listing offsets before that fails. */
+  private async waitForLeaders(topics: readonly string[], timeoutMs = 15_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const metadata = await this.admin.metadata({ topics: [...topics], forceUpdate: true }).catch(() => undefined);
+      const ready = metadata !== undefined && topics.every((t) => {
+        const m = metadata.topics.get(t);
+        return m !== undefined && m.partitions.length === m.partitionsCount && m.partitions.every((p) => p.leader >= 0);
+      });
+      if (ready) return;
+      if (Date.now() > deadline) throw new Error(`topics ${topics.join(', ')} have no leader after ${timeoutMs} ms`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
   }
 
   /**
@@ -63,38 +94,44 @@ export class KafkaAdmin {
    * Returns the topics changed.
    */
   async alignRetention(specs: readonly TopicSpec[]): Promise<string[]> {
-    const admin = await this.ready();
     const wanted = specs.filter((s) => s.config['retention.ms'] !== undefined);
-    const described = await admin.describeConfigs({
+    if (wanted.length === 0) return [];
+    const described = await this.admin.describeConfigs({
       includeSynonyms: false,
-      resources: wanted.map((s) => ({ type: ConfigResourceTypes.TOPIC, name: s.name, configNames: ['retention.ms'] })),
+      resources: wanted.map((s) => ({ resourceType: ConfigResourceTypes.TOPIC, resourceName: s.name, configurationKeys: ['retention.ms'] })),
     });
-    const current = new Map(
-      described.resources.map((r) => [r.resourceName, r.configEntries.find((c) => c.configName === 'retention.ms')?.configValue]),
-    );
+    const current = new Map(described.map((r) => [r.resourceName, r.configs.find((c) => c.name === 'retention.ms')?.value]));
     const differing = wanted.filter((s) => current.has(s.name) && current.get(s.name) !== s.config['retention.ms']);
     if (differing.length === 0) return [];
-    await admin.alterConfigs({
+    await this.admin.alterConfigs({
       validateOnly: false,
       resources: differing.map((s) => ({
-        type: ConfigResourceTypes.TOPIC,
-        name: s.name,
-        configEntries: Object.entries(s.config).map(([name, value]) => ({ name, value })),
+        resourceType: ConfigResourceTypes.TOPIC,
+        resourceName: s.name,
+        configs: Object.entries(s.config).map(([name, value]) => ({ name, value })),
       })),
     });
     return differing.map((s) => s.name);
   }
 
   async topicExists(topic: string): Promise<boolean> {
-    const admin = await this.ready();
-    return (await admin.listTopics()).includes(topic);
+    return (await this.admin.listTopics()).includes(topic);
+  }
+
+  /** ListOffsets of every partition of a topic at one special timestamp or a record time. */
+  private async listOffsets(topic: string, timestamp: bigint): Promise<Map<number, bigint>> {
+    const partitions = await this.partitionsOf(topic);
+    if (partitions.length === 0) return new Map();
+    const [listed] = await this.admin.listOffsets({
+      topics: [{ name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex, timestamp })) }],
+    });
+    return new Map((listed?.partitions ?? []).map((p) => [p.partitionIndex, p.offset]));
   }
 
   /** Low and high watermark of every partition of a topic. */
   async endOffsets(topic: string): Promise<Map<number, PartitionOffsets>> {
-    const admin = await this.ready();
-    const rows = await admin.fetchTopicOffsets(topic);
-    return new Map(rows.map((r) => [r.partition, { low: BigInt(r.low), high: BigInt(r.high) }]));
+    const [low, high] = await Promise.all([this.listOffsets(topic, EARLIEST), this.listOffsets(topic, LATEST)]);
+    return new Map([...high].map(([p, h]) => [p, { low: low.get(p) ?? 0n, high: h }]));
   }
 
   /**
@@ -102,48 +139,38 @@ export class KafkaAdmin {
    * the high watermark for a partition with no such record.
    */
   async offsetsForTimes(topic: string, timestampMs: number): Promise<Map<number, bigint>> {
-    const admin = await this.ready();
-    const rows = await admin.fetchTopicOffsetsByTimestamp(topic, Math.max(0, Math.floor(timestampMs)));
-    return new Map(rows.map((r) => [r.partition, BigInt(r.offset)]));
+    const [found, high] = await Promise.all([this.listOffsets(topic, BigInt(Math.max(0, Math.floor(timestampMs)))), this.listOffsets(topic, LATEST)]);
+    // The broker answers -1 when no record is that recent.
+    return new Map([...high].map(([p, h]) => [p, found.get(p) === undefined || found.get(p)! < 0n ? h : found.get(p)!]));
   }
 
   /** A group's committed offsets on a topic; null for a partition without one. */
   async committedOffsets(groupId: string, topic: string): Promise<Map<number, bigint | null>> {
-    const admin = await this.ready();
-    const [entry] = await admin.fetchOffsets({ groupId, topics: [topic] });
-    return new Map((entry?.partitions ?? []).map((p) => [p.partition, Number(p.offset) < 0 ? null : BigInt(p.offset)]));
+    const partitions = await this.partitionsOf(topic);
+    const [group] = await this.admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: [{ name: topic, partitionIndexes: partitions }] }] });
+    const committed = new Map((group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p.committedOffset]));
+    return new Map(partitions.map((p) => {
+      const offset = committed.get(p);
+      return [p, offset === undefined || offset < 0n ? null : offset];
+    }));
   }
 
   /**
-   * Sets the committed offsets of a group that has no running member (a new group, e.g. started at the current end).
-   * NOTE: kafkajs' admin.setOffsets joins the group with a full consumer and waits out a 5 s fetch; an offset
-   * commit inside a (one-off) transaction needs no group membership and takes a few round trips.
+   * Sets the committed offsets of a group that has no running member (a new group, e.g. started at the current end):
+   * an OffsetCommit without a generation, which the coordinator accepts only for a group with no members.
    */
   async setGroupOffsets(groupId: string, topic: string, offsets: ReadonlyMap<number, bigint>): Promise<void> {
     if (offsets.size === 0) return;
-    const producer = this.connection.kafka.producer({
-      transactionalId: `offsets-${groupId}-${randomUUID()}`,
-      maxInFlightRequests: 1,
-      createPartitioner: Partitioners.DefaultPartitioner,
+    await this.admin.alterConsumerGroupOffsets({
+      groupId,
+      topics: [{ name: topic, partitionOffsets: [...offsets].map(([partition, offset]) => ({ partition, offset })) }],
     });
-    await producer.connect();
-    try {
-      const tx = await producer.transaction();
-      await tx.sendOffsets({
-        consumerGroupId: groupId,
-        topics: [{ topic, partitions: [...offsets].map(([partition, offset]) => ({ partition, offset: offset.toString() })) }],
-      });
-      await tx.commit();
-    } finally {
-      await producer.disconnect();
-    }
   }
 
   /** Deletes consumer groups (empty ones: throw-away readers, finished test runs); unknown groups are ignored. */
   async deleteGroups(groupIds: readonly string[]): Promise<void> {
     if (groupIds.length === 0) return;
-    const admin = await this.ready();
-    await admin.deleteGroups([...groupIds]).catch(() => undefined);
+    await this.admin.deleteGroups({ groups: [...groupIds] }).catch(() => undefined);
   }
 
   /** Whether the cluster answers a metadata request within `timeoutMs`. */
@@ -152,11 +179,10 @@ export class KafkaAdmin {
     const timeout = new Promise<boolean>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);
     });
-    const attempt = (async () => {
-      const admin = await this.ready();
-      const cluster = await admin.describeCluster();
-      return cluster.brokers.length > 0;
-    })().catch(() => false);
+    const attempt = this.admin
+      .metadata({ topics: [], forceUpdate: true })
+      .then((cluster) => cluster.brokers.size > 0)
+      .catch(() => false);
     try {
       return await Promise.race([attempt, timeout]);
     } finally {
@@ -165,7 +191,6 @@ export class KafkaAdmin {
   }
 
   async close(): Promise<void> {
-    if (this.connected) await this.admin.disconnect().catch(() => undefined);
-    this.connected = undefined;
+    await this.admin.close().catch(() => undefined);
   }
 }

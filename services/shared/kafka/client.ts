@@ -1,6 +1,6 @@
 /**
  * The Kafka client of the service. services/shared/kafka/ is the ONLY place that imports a Kafka client (kafkajs for
- * the group consumers and admin, @platformatic/kafka for every producer) and
+ * the group consumers, @platformatic/kafka for every producer and the admin) and
  * @kafkajs/confluent-schema-registry: kafkajs is unmaintained since 2023, so everything above this folder speaks
  * in the service's own types (KafkaConnection, GroupConsumer, TransactionalProducer, IdempotentProducer, AvroSerde)
  * and the client can be swapped (e.g. for @confluentinc/kafka-javascript) by rewriting this folder alone.

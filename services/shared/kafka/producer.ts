@@ -11,7 +11,7 @@
  *    producer, so the owner of a partition runs its batches one after the other. After any failure the producer is
  *    discarded (same sequence-number hazard).
  * Why this client: bench/results/kafka-client.json (the same records, acks=all: ~2.3× kafkajs' rate on this machine,
- * a third of its CPU) and docs/decisions.md. kafkajs keeps the group consumers and admin (consumer.ts, admin.ts).
+ * a third of its CPU) and docs/decisions.md. kafkajs keeps the group consumers (consumer.ts).
  */
 import {
   Admin,
