@@ -42,6 +42,7 @@ import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { OutageError, processWithPolicy } from '../error-policy.js';
 import { NoStore, PartitionStore, type PartitionStateStore } from '../store.js';
+import { BatchGate } from './batch-gate.js';
 
 /**
  * Header on every record a stage writes: the consumer group (stage, with its prefix) that wrote it. Lineage for
@@ -117,6 +118,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   private lagTimer: NodeJS.Timeout | undefined;
   private restartDelay = 500;
   private punctuateTimer: NodeJS.Timeout | undefined;
+  private readonly gate = new BatchGate();
 
   constructor(private readonly deps: KafkaRunnerDeps<V, S>) {
     const { processor, connection, options } = deps;
@@ -139,9 +141,9 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     this.lagTimer.unref();
     const p = this.deps.processor.punctuate;
     if (p) {
-      // Housekeeping on the pool, outside the batches (a punctuator's work is idempotent and independent of them).
+      // Housekeeping between batches, never during one (contract.ts).
       this.punctuateTimer = setInterval(
-        () => void p.run(this.deps.sql, this.now()).catch((err) => this.logger.warn({ err }, 'punctuator failed')),
+        () => void this.gate.alone(() => p.run(this.deps.sql, this.now())).catch((err) => this.logger.warn({ err }, 'punctuator failed')),
         p.everyMs,
       );
       this.punctuateTimer.unref();
@@ -320,7 +322,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       if (task.phase !== 'ready' || this.restarting || !batch.isRunning()) return;
       const chunk = batch.records.slice(i, i + size);
       try {
-        await this.commitChunk(task, chunk, batch.highWatermark);
+        await this.gate.batch(() => this.commitChunk(task, chunk, batch.highWatermark));
       } catch (err) {
         if (err instanceof OutageError) {
           // Nothing was sent: the chunk is fetched and processed again after a pause.
