@@ -12,7 +12,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench kstreams-baseline demo clean typecheck clients rules-check openapi
 
 install: $(STAMP)
 
@@ -62,7 +62,13 @@ infra-up: build
 infra-down:
 	bash infra/local/down.sh
 
-bench: build-dev
+## The Kafka Streams baseline of pipeline-drain-kafka (bench/baselines/kstreams): offline when ~/.m2 holds every
+## artifact, else from Maven Central; the broker's Kafka version (infra/local/lib.sh).
+kstreams-baseline:
+	cd bench/baselines/kstreams && v="$$(bash -c 'source ../../../infra/local/lib.sh >/dev/null 2>&1; echo $$KAFKA_VERSION')" && \
+	  { mvn -B -q -o package -DskipTests -Dkafka.version="$$v" 2>/dev/null || mvn -B -q package -DskipTests -Dkafka.version="$$v"; }
+
+bench: build-dev kstreams-baseline
 	node dist/bench/run.js
 
 demo: build-dev
