@@ -37,7 +37,7 @@ import { startGroupsAtEnd } from './pipeline.js';
 
 export const DRAIN_EVENTS = Number(process.env.BENCH_DRAIN_EVENTS ?? 500_000);
 /** Longest a side may take to drain before its run is cut off and reported as incomplete. */
-const MAX_DRAIN_SEC = Number(process.env.BENCH_DRAIN_MAX_SEC ?? 240);
+const MAX_DRAIN_SEC = Number(process.env.BENCH_DRAIN_MAX_SEC ?? 180);
 const REPEAT_SHARE = 0.05;
 const SAMPLE_MS = 100;
 const KSTREAMS_DIR = join(REPO_ROOT, 'bench', 'baselines', 'kstreams');
