@@ -26,6 +26,7 @@ import org.apache.kafka.common.utils.Bytes;
 import org.apache.kafka.streams.KafkaStreams;
 import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.StreamsConfig;
+import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.KStream;
@@ -61,7 +62,7 @@ final class Pipeline {
     Path schemas = Path.of(Main.env("SCHEMAS_DIR"));
     Schema envelopeSchema = new Schema.Parser().parse(Files.readString(schemas.resolve("event-envelope.avsc")));
     Schema conversionSchema = new Schema.Parser().parse(Files.readString(schemas.resolve("conversion-ready.avsc")));
-    WireDecoder decoder = new WireDecoder(registry, envelopeSchema);
+    WireDecoder decoder = new WireDecoder(registry::byId, envelopeSchema);
     ConversionEncoder encoder =
         new ConversionEncoder(
             conversionSchema,
@@ -78,22 +79,7 @@ final class Pipeline {
     // One broker: internal topics (the dedupe store's changelog) cannot have more replicas.
     props.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
 
-    StreamsBuilder builder = new StreamsBuilder();
-    builder.addStateStore(
-        Stores.keyValueStoreBuilder(Stores.persistentKeyValueStore(DEDUPE_STORE), Serdes.String(), Serdes.Long()));
-    GlobalKTable<String, String> people =
-        builder.globalTable(
-            Main.env("IDENTITY_TOPIC"),
-            Consumed.with(Serdes.String(), Serdes.String()),
-            Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("identities"));
-    KStream<String, GenericRecord> fresh =
-        builder.stream(input, Consumed.with(Serdes.String(), Serdes.ByteArray()))
-            .processValues(() -> new Dedupe(decoder), DEDUPE_STORE);
-    fresh
-        .leftJoin(people, (key, envelope) -> lookupKey(envelope), encoder::encode)
-        .to(output, Produced.with(Serdes.String(), Serdes.ByteArray()));
-
-    KafkaStreams streams = new KafkaStreams(builder.build(), props);
+    KafkaStreams streams = new KafkaStreams(topology(input, Main.env("IDENTITY_TOPIC"), output, decoder, encoder), props);
     CountDownLatch stopped = new CountDownLatch(1);
     // The bench waits for RUNNING on stdout before it starts its clock's consumer side.
     streams.setStateListener((now, before) -> System.out.println("{\"state\":\"" + now + "\"}"));
@@ -114,6 +100,25 @@ final class Pipeline {
                 }));
     streams.start();
     stopped.await();
+  }
+
+  /** input (wire-format envelopes) → dedupe → left join with the identity table → output (wire-format conversions). */
+  static Topology topology(String input, String identityTopic, String output, WireDecoder decoder, ConversionEncoder encoder) {
+    StreamsBuilder builder = new StreamsBuilder();
+    builder.addStateStore(
+        Stores.keyValueStoreBuilder(Stores.persistentKeyValueStore(DEDUPE_STORE), Serdes.String(), Serdes.Long()));
+    GlobalKTable<String, String> people =
+        builder.globalTable(
+            identityTopic,
+            Consumed.with(Serdes.String(), Serdes.String()),
+            Materialized.<String, String, KeyValueStore<Bytes, byte[]>>as("identities"));
+    KStream<String, GenericRecord> fresh =
+        builder.stream(input, Consumed.with(Serdes.String(), Serdes.ByteArray()))
+            .processValues(() -> new Dedupe(decoder), DEDUPE_STORE);
+    fresh
+        .leftJoin(people, (key, envelope) -> lookupKey(envelope), encoder::encode)
+        .to(output, Produced.with(Serdes.String(), Serdes.ByteArray()));
+    return builder.build();
   }
 
   static String lookupKey(GenericRecord envelope) {
