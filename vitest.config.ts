@@ -10,7 +10,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'unit',
-          include: ['services/**/*.test.ts', 'test/**/*.test.ts'],
+          include: ['services/**/*.test.ts', 'test/**/*.test.ts', 'bench/**/*.test.ts'],
           exclude: [...configDefaults.exclude, 'test/integration/**'],
         },
       },

@@ -18,6 +18,7 @@ import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type B
 import { benchKafkaClient } from './kafka-client.js';
 import { benchOverload } from './overload.js';
 import { benchPipeline } from './pipeline.js';
+import { DRAIN_SHAPES, benchPipelineDrain } from './pipeline-drain.js';
 import { benchReplayImpact } from './replay.js';
 
 const log = (line: string): void => void process.stdout.write(`${line}\n`);
@@ -25,7 +26,7 @@ const started = Date.now();
 const sha = gitSha();
 const date = new Date().toISOString();
 
-const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
+const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'pipeline-drain-kafka', 'pipeline-drain-kafka-500-people', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
 const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
 const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
@@ -72,7 +73,7 @@ async function attempt(name: string, fn: () => Promise<void>): Promise<void> {
 async function main(): Promise<void> {
   log(`bench: ${cpus().length} cores (${cpus()[0]?.model ?? '?'}), ${Math.round(totalmem() / 2 ** 30)} GiB, node ${process.version}, git ${sha}`);
   log(`cores: ${cores}`);
-  const needKafka = selected('gateway-kafka') || selected('gateway-overload-kafka') || selected('pipeline-kafka') || selected('replay-impact-kafka') || selected('kafka-client');
+  const needKafka = selected('gateway-kafka') || selected('gateway-overload-kafka') || selected('pipeline-kafka') || DRAIN_SHAPES.some((s) => selected(s.name as Name)) || selected('replay-impact-kafka') || selected('kafka-client');
   const kenv = needKafka ? await kafkaEnv(log) : undefined;
 
   /** Runs a benchmark on each runtime whose `<family>-<runtime>` is selected; on Kafka only when a broker is there. */
@@ -122,6 +123,19 @@ async function main(): Promise<void> {
         `  → ${writeResult({ ...r, git_sha: sha, date, notes: `${r.notes} Cores: ${cores}.`, ...(runtime === 'kafka' ? { kafka_client: SERVICE_KAFKA_CLIENTS } : {}) })}`,
       );
   });
+
+  for (const shape of DRAIN_SHAPES) {
+    const name = shape.name as Name;
+    if (!selected(name)) continue;
+    if (!kenv?.ready) {
+      log(`${name}: skipped (${kenv?.reason ?? 'no Kafka'})`);
+      continue;
+    }
+    await attempt(name, async () => {
+      const r = await benchPipelineDrain(shape, kenv.env, log);
+      log(`  → ${writeResult({ ...r, git_sha: sha, date, kafka_client: SERVICE_KAFKA_CLIENTS })}`);
+    });
+  }
 
   await perRuntime('replay-impact', async (runtime, env) => {
     const r = await benchReplayImpact(runtime, env, log);

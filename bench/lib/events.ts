@@ -42,7 +42,7 @@ const uuidLike = (r: () => number): string => {
 };
 
 /** A pool of hashed identities (hashing is not what we measure; a site sees the same people again and again). */
-function identities(r: () => number, n: number) {
+function identities(r: () => number, n: number): Person[] {
   return Array.from({ length: n }, (_, i) => {
     const email = `customer${i}.${hex(r, 6)}@mail.example`;
     const phone = `+49151${String(Math.floor(r() * 1e8)).padStart(8, '0')}`;
@@ -56,9 +56,39 @@ function identities(r: () => number, n: number) {
   });
 }
 
+export interface Person {
+  readonly user: string;
+  readonly client_id: string;
+  readonly email: string;
+  readonly email_canonical: string | undefined;
+  readonly phone: { readonly sha256_e164: string; readonly sha256_e164_numeric: string } | undefined;
+}
+
+/** The people that makeBodies(…, { people: n }, seed) draws its events from, in the same order. */
+export function bodyPeople(seed: number, n: number): Person[] {
+  return identities(rng(seed), n);
+}
+
+/** Default size of the pool of people: long histories (each person has many events). */
+export const DEFAULT_PEOPLE = 500;
+
+/**
+ * Repeated idempotency keys for the drain benchmark: about `share` of the events (a hash of request and index
+ * decides which, from the second request on) reuse the key of the same index in the request before.
+ */
+export function repeatedKey(request: number, index: number, share: number): boolean {
+  if (request === 0 || share <= 0) return false;
+  let h = Math.imul(request ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(index + 1, 0xc2b2ae35);
+  h = Math.imul(h ^ (h >>> 16), 0x7feb352d);
+  h ^= h >>> 15;
+  return (h >>> 0) / 4294967296 < share;
+}
+
 export interface BodyOptions {
   /** Events per request. */
   readonly events: number;
+  /** Size of the pool of people the events come from (default DEFAULT_PEOPLE). */
+  readonly people?: number;
   /** Only `purchase` conversions with ad consent (the pipeline bench: every event becomes a platform record). */
   readonly conversionsOnly?: boolean;
   /** Idempotency key of event i of request `request`: default `idem-<uuid>`. */
@@ -77,7 +107,7 @@ const MIXED = [
 /** `count` JSON bodies of `opts.events` events each (about 70% web, 30% server). */
 export function makeBodies(count: number, opts: BodyOptions, seed = 42): string[] {
   const r = rng(seed);
-  const people = identities(r, 500);
+  const people = identities(r, opts.people ?? DEFAULT_PEOPLE);
   const out: string[] = [];
   for (let q = 0; q < count; q++) {
     const events: unknown[] = [];

@@ -56,6 +56,15 @@ async function privateBroker(shared: KafkaEnv, log: (l: string) => void): Promis
   return { ready: true, env: { ...shared.env, KAFKA_BROKERS: `127.0.0.1:${PRIVATE_PORT}` } };
 }
 
+/**
+ * The pid files of the broker the Kafka benchmarks use and of the local Postgres (infra/local's run dir, or the
+ * private broker's), for CPU accounting from /proc; a file that does not exist means the process is not ours to see.
+ */
+export function infraPidFiles(): { broker: string; postgres: string } {
+  const shared = process.env.INFRA_RUN_DIR ?? join(REPO_ROOT, 'infra', 'local', 'run');
+  return { broker: join(privateRunDir ?? shared, 'kafka', 'kafka.pid'), postgres: join(shared, 'pg', 'data', 'postmaster.pid') };
+}
+
 export async function stopPrivateBroker(): Promise<void> {
   if (!privateRunDir) return;
   await promisify(execFile)('bash', [join(REPO_ROOT, 'infra', 'local', 'kafka.sh'), 'stop'], { env: privateEnv() }).catch(() => undefined);

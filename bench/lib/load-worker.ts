@@ -14,14 +14,24 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Agent, request as httpRequest } from 'node:http';
 import autocannon from 'autocannon';
-import { makeBodies, type BodyOptions } from './events.js';
+import { makeBodies, repeatedKey, type BodyOptions } from './events.js';
 
 export interface LoadSpec {
   readonly mode: 'closed' | 'open';
   readonly url: string;
   readonly path: string;
   readonly headers: Record<string, string>;
-  readonly bodies: { readonly count: number; readonly events: number; readonly seed: number; readonly conversionsOnly?: boolean; readonly keyPrefix?: string };
+  readonly bodies: {
+    readonly count: number;
+    readonly events: number;
+    readonly seed: number;
+    readonly conversionsOnly?: boolean;
+    readonly keyPrefix?: string;
+    /** Size of the pool of people (events.ts DEFAULT_PEOPLE when absent). */
+    readonly people?: number;
+    /** Share of events that reuse an earlier event's key (events.ts repeatedKey); needs keyPrefix. */
+    readonly repeatShare?: number;
+  };
   /** closed: connections; open: size of the connection pool (the most requests in flight). */
   readonly connections: number;
   readonly durationSec?: number;
@@ -82,10 +92,19 @@ function summarise(latencies: number[]): LoadResult['latencyMs'] {
 
 function bodiesFor(spec: LoadSpec): string[] {
   const b = spec.bodies;
+  const share = b.repeatShare ?? 0;
+  // A repeated event takes the key of the same index one request earlier (itself possibly a repeat, so: the latest
+  // request at or before it that was not one).
+  const key = (q: number, i: number): string => {
+    let from = q;
+    while (repeatedKey(from, i, share)) from--;
+    return `${b.keyPrefix}-${from}-${i}`;
+  };
   const opts: BodyOptions = {
     events: b.events,
     conversionsOnly: b.conversionsOnly,
-    key: b.keyPrefix === undefined ? undefined : (q, i) => `${b.keyPrefix}-${q}-${i}`,
+    people: b.people,
+    key: b.keyPrefix === undefined ? undefined : key,
   };
   return makeBodies(b.count, opts, b.seed);
 }

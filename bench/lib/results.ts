@@ -57,7 +57,7 @@ export function readResults(): BenchResult[] {
     .map((f) => JSON.parse(readFileSync(join(RESULTS_DIR, f), 'utf8')) as BenchResult);
 }
 
-const ORDER = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'dedupe-memory', 'dedupe-memory-generic', 'kafka-client'];
+const ORDER = ['gateway-embedded', 'gateway-kafka', 'pipeline-embedded', 'pipeline-kafka', 'pipeline-drain-kafka', 'pipeline-drain-kafka-500-people', 'dedupe-memory', 'dedupe-memory-generic', 'kafka-client'];
 
 const fmt = (v: number | null | undefined, digits = 2): string => {
   if (v === null || v === undefined || Number.isNaN(v)) return '–';
