@@ -1,11 +1,13 @@
 /**
  * The enrich stage: events.deduped → conversions.ready, a batch at a time. The order of its steps, in one place:
  *   1. select-conversion   selected in the forwarding setup? consent to forward? test mode allowed?
- *   2. link-identities     every event: identity graph, as its consent allows; the conversions' cluster reads
- *   3. claim-event-ids     conversion-level dedup on event_id
+ *   2. claim-event-ids     conversion-level dedup on event_id
+ *   3. link-identities     every event: identity graph (the stage's partition-local state), as its consent allows;
+ *                          the conversions' cluster reads
  *   4. build-conversion    attribution, personal data, page data, time zone → the platform record
  * Each step does its database work once for the whole batch (arrays in, one statement per step). Non-conversions
- * end as a drop with their reason, so every outcome is counted (stage_records_total).
+ * end as a drop with their reason, so every outcome is counted (stage_records_total). Erasure records (the erasure
+ * job's, on the graph's partition) remove the person's clusters from the state.
  */
 import { recordActivity, type ActivityCount } from '../shared/activity.js';
 import { conversionKey } from '../shared/conversion.js';
@@ -72,52 +74,49 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
 
   /** The batch's events, between erasure records (processBatch below). */
   async function processEvents(records: readonly InputRecord<unknown>[], ctx: BatchContext<GraphEntry>): Promise<Outcome[]> {
-      const outcomes: Outcome[] = new Array(records.length);
-      const checkedItems: EnrichItem[] = [];
-      records.forEach((record, k) => {
-        const checked = checkEnvelope(record.value);
-        if (!checked.ok) {
-          outcomes[k] = dlq('invalid_envelope', checked.reason);
-          return;
-        }
-        const e = checked.envelope;
-        const consent = consentDecision(e.consent);
-        checkedItems.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
-      });
-      // An event of an erased person received before the erasure (in flight, or replayed) never re-links it.
-      const erased = await erasedEnvelopes(ctx.sql, checkedItems.map((i) => i.e));
-      const items = checkedItems.filter((item, n) => {
-        if (erased[n]) outcomes[item.position] = drop('erased');
-        return !erased[n];
-      });
+    const outcomes: Outcome[] = new Array(records.length);
+    const checkedItems: EnrichItem[] = [];
+    records.forEach((record, k) => {
+      const checked = checkEnvelope(record.value);
+      if (!checked.ok) {
+        outcomes[k] = dlq('invalid_envelope', checked.reason);
+        return;
+      }
+      const e = checked.envelope;
+      const consent = consentDecision(e.consent);
+      checkedItems.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
+    });
+    // An event of an erased person received before the erasure (in flight, or replayed) never re-links it.
+    const erased = await erasedEnvelopes(ctx.sql, checkedItems.map((i) => i.e));
+    const items = checkedItems.filter((item, n) => {
+      if (erased[n]) outcomes[item.position] = drop('erased');
+      return !erased[n];
+    });
 
-      const selections = await selectConversions(ctx.sql, items);
-      // Everything that does not need the identity graph runs before its lock (linkIdentities takes it, and it is
-      // held until the batch's transaction commits): batches of one workspace serialise on that lock, so the less
-      // happens after it, the more batches go through it per second.
-      const candidates: Array<{ item: EnrichItem; n: number; selection: Convertible['selection']; eventId: string }> = [];
-      items.forEach((item, n) => {
-        const selection = selections[n]!;
-        if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
-        else candidates.push({ item, n, selection, eventId: eventIdOf(item.e) });
-      });
-      const claimed = await claimConversions(ctx.sql, candidates);
-      const winners = candidates.filter((c, k) => {
-        if (!claimed[k]) outcomes[c.item.position] = drop('duplicate_event_id');
-        return claimed[k];
-      });
-      // Every drop is known now (what follows only builds conversions).
-      if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
-      await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
+    const selections = await selectConversions(ctx.sql, items);
+    const candidates: Array<{ item: EnrichItem; n: number; selection: Convertible['selection']; eventId: string }> = [];
+    items.forEach((item, n) => {
+      const selection = selections[n]!;
+      if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
+      else candidates.push({ item, n, selection, eventId: eventIdOf(item.e) });
+    });
+    const claimed = await claimConversions(ctx.sql, candidates);
+    const winners = candidates.filter((c, k) => {
+      if (!claimed[k]) outcomes[c.item.position] = drop('duplicate_event_id');
+      return claimed[k];
+    });
+    // Every drop is known now (what follows only builds conversions).
+    if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
+    await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
 
-      const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : ctx, items, selections);
-      const won: Convertible[] = winners.map(({ item, n, selection, eventId }) => ({ item, selection, reads: reads[n]!, eventId }));
-      const built = await buildConversions(ctx.sql, won);
-      won.forEach((c, n) => {
-        const conversion = built[n]!;
-        outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
-      });
-      return outcomes;
+    const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : ctx, items, selections);
+    const won: Convertible[] = winners.map(({ item, n, selection, eventId }) => ({ item, selection, reads: reads[n]!, eventId }));
+    const built = await buildConversions(ctx.sql, won);
+    won.forEach((c, n) => {
+      const conversion = built[n]!;
+      outcomes[c.item.position] = ok({ topic: Topics.conversionsReady, key: conversionKey(conversion), value: conversion });
+    });
+    return outcomes;
   }
 
   /** An erasure record: the identifiers' clusters leave the state (a replay only skips it). */
