@@ -167,13 +167,8 @@ async function partitionLocal(baseUrl: string, events: readonly EventEnvelope[])
         return slice.length;
       });
     }
-    const run = await measured(events.length, batches);
     return {
-      recordsPerSec: Math.round((events.length / run.wallMs) * 1000),
-      nodeCpuUsPerRecord: round(sum(run.tenths, (t) => t.nodeCpuUsPerRecord), 1),
-      postgresCpuUsPerRecord: round(sum(run.tenths, (t) => t.postgresCpuUsPerRecord), 1),
-      lastTenthOverFirst: round(cpuOf(run.tenths.at(-1)!) / cpuOf(run.tenths[0]!), 2),
-      tenths: run.tenths,
+      ...summary(events.length, await measured(events.length, batches)),
       storeEntries: store.size,
       changelogRecordsPerEvent: round(bytes.changelogRecords / events.length, 2),
       changelogBytesPerEvent: Math.round(bytes.changelog / events.length),
@@ -184,6 +179,17 @@ async function partitionLocal(baseUrl: string, events: readonly EventEnvelope[])
 }
 
 const cpuOf = (t: Tenth) => t.nodeCpuUsPerRecord + t.postgresCpuUsPerRecord;
+
+/** A run's rate, CPU per event, and how the last tenth's CPU compares with the first's. */
+function summary(records: number, run: { wallMs: number; tenths: Tenth[] }) {
+  return {
+    recordsPerSec: Math.round((records / run.wallMs) * 1000),
+    nodeCpuUsPerRecord: round(sum(run.tenths, (t) => t.nodeCpuUsPerRecord), 1),
+    postgresCpuUsPerRecord: round(sum(run.tenths, (t) => t.postgresCpuUsPerRecord), 1),
+    lastTenthOverFirst: round(cpuOf(run.tenths.at(-1)!) / cpuOf(run.tenths[0]!), 2),
+    tenths: run.tenths,
+  };
+}
 
 /** The graph part the previous way: whole clusters loaded from and written to Postgres, one writer. */
 async function wholeClusters(baseUrl: string, events: readonly EventEnvelope[]) {
@@ -200,14 +206,7 @@ async function wholeClusters(baseUrl: string, events: readonly EventEnvelope[]) 
         return slice.length;
       });
     }
-    const run = await measured(events.length, batches);
-    return {
-      recordsPerSec: Math.round((events.length / run.wallMs) * 1000),
-      nodeCpuUsPerRecord: round(sum(run.tenths, (t) => t.nodeCpuUsPerRecord), 1),
-      postgresCpuUsPerRecord: round(sum(run.tenths, (t) => t.postgresCpuUsPerRecord), 1),
-      lastTenthOverFirst: round(cpuOf(run.tenths.at(-1)!) / cpuOf(run.tenths[0]!), 2),
-      tenths: run.tenths,
-    };
+    return summary(events.length, await measured(events.length, batches));
   });
 }
 

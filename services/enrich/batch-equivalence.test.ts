@@ -6,6 +6,7 @@
  * graph's tables must be equal.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prng } from '../../test/helpers/prng.js';
 import type { Db } from '../shared/db/db.js';
 import type { EventEnvelope } from '../shared/envelope.js';
 import { openDatabase } from '../shared/db/open.js';
@@ -18,17 +19,6 @@ import { SETUP } from '../../test/helpers/workspaces.js';
 import { createEnrichProcessor } from './processor.js';
 
 const WS = 'ws_equivalence';
-
-/** mulberry32: a small seeded generator, so a failure is reproducible. */
-function prng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function stream(seed: number, n: number): EventEnvelope[] {
   const r = prng(seed);

@@ -85,6 +85,28 @@ export interface ClusterReader {
   newestPageData(clusterId: string): PageData | undefined;
 }
 
+/**
+ * Edges record which identifiers were seen together (the evidence behind a cluster, e.g. to rebuild or unlink
+ * later): a star from the event's best identifier to each node it was linked with; refused links get no edge.
+ */
+export function addEventEdges(edges: Map<string, EdgeRow>, scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
+  const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
+  if (!anchor) return;
+  for (const n of nodes) {
+    if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
+    // Stored in a canonical order so that (a, b) and (b, a) are one edge.
+    const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
+    const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
+    const edge = edges.get(key);
+    if (edge) {
+      edge.first_seen_at = Math.min(edge.first_seen_at, seenAt);
+      edge.last_seen_at = Math.max(edge.last_seen_at, seenAt);
+    } else {
+      edges.set(key, { workspace_id: scope.workspaceId, key_mode: scope.keyMode, a_kind: a.kind, a_value: a.value, b_kind: b.kind, b_value: b.value, first_seen_at: seenAt, last_seen_at: seenAt });
+    }
+  }
+}
+
 /** The clusters a batch touches, whole, with the batch's changes applied in order. */
 export class GraphSnapshot implements ClusterReader {
   private readonly nodes = new Map<string, NodeRow>();
@@ -192,39 +214,8 @@ export class GraphSnapshot implements ClusterReader {
       if (pageAt !== null) row.page_seen_at = row.page_seen_at === null ? pageAt : Math.max(row.page_seen_at, pageAt);
     });
     // Edges are evidence of a link: an event that adds no node and fuses nothing links nothing new.
-    if (plan.merge || found < nodes.length) this.addEdges(scope, nodes, plan, seenAt);
+    if (plan.merge || found < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt);
     return { refused: plan.refused, resolved: plan.resolved };
-  }
-
-  /**
-   * Edges record which identifiers were seen together (the evidence behind a cluster, e.g. to rebuild or unlink
-   * later). A star from the event's best identifier to each node it was linked with; refused links get no edge.
-   */
-  private addEdges(scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
-    const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
-    if (!anchor) return;
-    for (const n of nodes) {
-      if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
-      // Stored in a canonical order so that (a, b) and (b, a) are one edge.
-      const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
-      const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
-      const edge = this.edges.get(key);
-      if (edge) {
-        edge.first_seen_at = Math.min(edge.first_seen_at, seenAt);
-        edge.last_seen_at = Math.max(edge.last_seen_at, seenAt);
-      } else {
-        this.edges.set(key, {
-          workspace_id: scope.workspaceId,
-          key_mode: scope.keyMode,
-          a_kind: a.kind,
-          a_value: a.value,
-          b_kind: b.kind,
-          b_value: b.value,
-          first_seen_at: seenAt,
-          last_seen_at: seenAt,
-        });
-      }
-    }
   }
 
   /**

@@ -5,6 +5,7 @@
  * the graph sink builds must equal the reference's.
  */
 import { describe, expect, it } from 'vitest';
+import { prng } from '../../../test/helpers/prng.js';
 import { PartitionStore, StoreTransaction } from '../../stream/store.js';
 import { GraphSnapshot, nodeIdOf, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
 import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
@@ -13,16 +14,6 @@ import { kindPriority, type GraphKind, type GraphNode } from './kinds.js';
 const DAY = 24 * 3600_000;
 const T0 = Date.UTC(2026, 10, 1);
 const PERSONAL: GraphKind[] = ['email_sha256', 'email_canonical_sha256', 'phone_e164_sha256', 'user_id'];
-
-function prng(seed: number): () => number {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 interface GraphEvent {
   readonly scope: GraphScope;

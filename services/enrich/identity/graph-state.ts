@@ -17,7 +17,7 @@
 import type { KeyValueStore } from '../../stream/store.js';
 import { clusterIdFor, planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { ClusterReader, EdgeRow, GraphScope, LinkResult, NodeRow, OfferedNode } from './graph-repo.js';
-import { nodeIdOf } from './graph-repo.js';
+import { addEventEdges, nodeIdOf } from './graph-repo.js';
 import type { PageData } from './identifiers.js';
 import { KIND_RULES, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
@@ -280,7 +280,7 @@ export class GraphState implements ClusterReader {
       this.dirtyNodes.set(key, { scope, node: n });
       if (KIND_RULES[n.kind].merges) this.summarise(cluster, n, s);
     });
-    if (plan.merge || existing.size < nodes.length) this.addEdges(scope, nodes, plan, seenAt);
+    if (plan.merge || existing.size < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt);
     return { refused: plan.refused, resolved: plan.resolved };
   }
 
@@ -339,24 +339,6 @@ export class GraphState implements ClusterReader {
     b.ad_user_data_withdrawn_at = maxOrNull(b.ad_user_data_withdrawn_at, a.ad_user_data_withdrawn_at);
     Object.assign(a, emptyCluster(), { into });
     this.merges.push({ from, into, scope });
-  }
-
-  /** Edges: a star from the event's best identifier to each node it was linked with (GraphSnapshot's rule). */
-  private addEdges(scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
-    const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
-    if (!anchor) return;
-    for (const n of nodes) {
-      if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
-      const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
-      const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
-      const edge = this.edges.get(key);
-      if (edge) {
-        edge.first_seen_at = Math.min(edge.first_seen_at, seenAt);
-        edge.last_seen_at = Math.max(edge.last_seen_at, seenAt);
-      } else {
-        this.edges.set(key, { workspace_id: scope.workspaceId, key_mode: scope.keyMode, a_kind: a.kind, a_value: a.value, b_kind: b.kind, b_value: b.value, first_seen_at: seenAt, last_seen_at: seenAt });
-      }
-    }
   }
 
   /** Consent withdrawal: marks the clusters the event's identifiers belong to (it adds nothing to them). */

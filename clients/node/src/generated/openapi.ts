@@ -1246,7 +1246,7 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    topic: "events.raw" | "events.dedupe-state" | "events.deduped" | "conversions.ready" | "conversions.dlq" | "events.dlq";
+                    topic: "events.raw" | "events.dedupe-state" | "events.deduped" | "identity.graph-state" | "identity.graph-changes" | "conversions.ready" | "conversions.dlq" | "events.dlq";
                 };
                 cookie?: never;
             };
