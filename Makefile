@@ -12,7 +12,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi image test-image
 
 install: $(STAMP)
 
@@ -79,3 +79,14 @@ rules-check:
 openapi: build $(CLIENT_STAMP)
 	node dist/services/bin/openapi.js
 	npm --prefix clients/node run generate
+
+## The container image (infra/image/Containerfile) as $(IMAGE_NAME), built with podman (installed when missing). Where
+## no image registry is reachable the Node base is assembled locally first; BASE_IMAGE=... builds on another base.
+IMAGE_NAME ?= localhost/event-forwarder:dev
+image:
+	IMAGE_NAME=$(IMAGE_NAME) bash infra/image/build.sh
+
+## Builds the image, then starts the service from its exported filesystem (chroot, read-only root, the image's user)
+## on the local Kafka stack: ready, an event forwarded to the platform sandbox, SIGTERM drains (test/integration/image.test.ts).
+test-image: image build-dev
+	IMAGE_UNDER_TEST=$(IMAGE_NAME) npx vitest run --project integration test/integration/image.test.ts
