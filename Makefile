@@ -12,7 +12,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi image test-image
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi image test-image helm-tools
 
 install: $(STAMP)
 
@@ -54,6 +54,7 @@ test: build-dev clients
 	bash infra/local/chromium.sh ensure
 	bash ops/prometheus/promtool.sh ensure
 	bash ops/prometheus/promtool.sh check
+	bash infra/helm/tools.sh
 	npx vitest run
 
 infra-up: build
@@ -90,3 +91,7 @@ image:
 ## on the local Kafka stack: ready, an event forwarded to the platform sandbox, SIGTERM drains (test/integration/image.test.ts).
 test-image: image build-dev
 	IMAGE_UNDER_TEST=$(IMAGE_NAME) npx vitest run --project integration test/integration/image.test.ts
+
+## helm and the chart's validator (infra/helm/kube-validate), built from the Go module proxy into infra/local/.cache/tools.
+helm-tools:
+	bash infra/helm/tools.sh
