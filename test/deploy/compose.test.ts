@@ -112,12 +112,12 @@ describe('infra/compose/compose.yaml', () => {
       expect(validate(d)).toBe(false);
     });
 
-    it.each([
+    it.each<[string, Record<string, string>, RegExp]>([
       ['a variable the service does not read', { GATEWAY_REPLICA: '2' }, /does not read/],
       ['a bad value', { METRICS_PORT: 'ninety' }, /METRICS_PORT/],
       ['no credentials key', { CREDENTIALS_KEY: '' }, /CREDENTIALS_KEY/],
     ])('a role environment with %s is refused', (_what, change, problem) => {
-      const env = { ...serviceEnv(load().services.enrich, DOT_ENV), ...change };
+      const env: Record<string, string> = { ...serviceEnv(load().services.enrich, DOT_ENV), ...change };
       for (const [k, v] of Object.entries(env)) if (v === '') delete env[k];
       expect(roleEnvProblems('enrich', env).join('\n')).toMatch(problem);
     });
