@@ -11,7 +11,7 @@ if [[ $# -ge 2 ]]; then image="$1" dir="$2"; else image="$IMAGE_NAME" dir="$1"; 
 pod image exists "$image" || die "no image $image: make image first"
 rm -rf "$dir"; mkdir -p "$dir"
 cid="$(pod create --pull never "$image")"
-trap 'pod rm -f "$cid" >/dev/null 2>&1 || true' EXIT
+trap 'pod rm -f -v "$cid" >/dev/null 2>&1 || true' EXIT
 pod export "$cid" | tar -C "$dir" --numeric-owner -xf -
 pod image inspect --format '{{json .Config}}' "$image" >"$dir.config.json"
 log "exported $image to $dir ($(du -sh "$dir" | cut -f1))"

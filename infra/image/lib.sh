@@ -20,6 +20,9 @@ ensure_podman() {
 }
 
 pod() {
-  podman --root "$IMAGE_CACHE/storage-${IMAGE_STORAGE_DRIVER:-overlay}" --runroot "$IMAGE_CACHE/runroot" \
-    --storage-driver "${IMAGE_STORAGE_DRIVER:-overlay}" "$@"
+  local driver="${IMAGE_STORAGE_DRIVER:-overlay}"
+  # The run root holds locks and mounts only; podman refuses one longer than 50 characters, so it lives in /tmp,
+  # named after the store it serves.
+  local runroot="/tmp/efpod-$(printf '%s' "$IMAGE_CACHE/$driver" | sha256sum | cut -c1-10)"
+  podman --root "$IMAGE_CACHE/storage-$driver" --runroot "$runroot" --storage-driver "$driver" "$@"
 }
