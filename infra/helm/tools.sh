@@ -26,5 +26,5 @@ if [[ ! -x "$HELM_BIN" ]]; then
 fi
 if [[ ! -x "$VALIDATE_BIN" ]]; then
   log "building kube-validate (k8s.io/api $(awk '$1=="k8s.io/api"{print $2}' "$HELM_DIR/kube-validate/go.mod"))"
-  (cd "$HELM_DIR/kube-validate" && CGO_ENABLED=0 go build -o "$VALIDATE_BIN" .)
+  (cd "$HELM_DIR/kube-validate" && CGO_ENABLED=0 go build -buildvcs=false -o "$VALIDATE_BIN" .)
 fi
