@@ -24,7 +24,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: node install build build-dev run test test-unit infra-up infra-down bench kstreams-baseline demo clean typecheck clients rules-check openapi
+.PHONY: node install build build-dev run test test-unit infra-up infra-down bench kstreams-baseline demo clean typecheck clients rules-check openapi image test-image helm-tools
 
 ## Prints the node every recipe runs on (installing Node 24 first when the machine's is older).
 node:
@@ -70,6 +70,7 @@ test: build-dev clients
 	bash infra/local/chromium.sh ensure
 	bash ops/prometheus/promtool.sh ensure
 	bash ops/prometheus/promtool.sh check
+	bash infra/helm/tools.sh
 	npx vitest run
 
 infra-up: build
@@ -104,3 +105,18 @@ rules-check:
 openapi: build $(CLIENT_STAMP)
 	node dist/services/bin/openapi.js
 	npm --prefix clients/node run generate
+
+## The container image (infra/image/Containerfile) as $(IMAGE_NAME), built with podman (installed when missing). Where
+## no image registry is reachable the Node base is assembled locally first; BASE_IMAGE=... builds on another base.
+IMAGE_NAME ?= localhost/event-forwarder:dev
+image:
+	IMAGE_NAME=$(IMAGE_NAME) bash infra/image/build.sh
+
+## Builds the image, then starts the service from its exported filesystem (chroot, read-only root, the image's user)
+## on the local Kafka stack: ready, an event forwarded to the platform sandbox, SIGTERM drains (test/integration/image.test.ts).
+test-image: image build-dev
+	IMAGE_UNDER_TEST=$(IMAGE_NAME) npx vitest run --project integration test/integration/image.test.ts
+
+## helm and the chart's validator (infra/helm/kube-validate), built from the Go module proxy into infra/local/.cache/tools.
+helm-tools:
+	bash infra/helm/tools.sh

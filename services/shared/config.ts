@@ -140,6 +140,9 @@ const envSchema = z.object({
 
 export type RawEnv = z.input<typeof envSchema>;
 
+/** Every variable the service reads (deployment manifests are checked against it). */
+export const KNOWN_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export interface Config {
   readonly port: number;
   readonly host: string;

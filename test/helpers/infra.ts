@@ -16,6 +16,7 @@ import pg from 'pg';
 import { inject } from 'vitest';
 import type { Db } from '../../services/shared/db/db.js';
 import { openDatabase } from '../../services/shared/db/open.js';
+import { openPostgres } from '../../services/shared/db/postgres.js';
 import { KafkaAdmin } from '../../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
 import { readTopic, topicEnds, type ReadRecord } from '../../services/shared/kafka/reader.js';
@@ -69,8 +70,11 @@ export function infraEnv(): InfraEnv {
 /** A short random id for names (groups, databases, workspaces). */
 export const uniqueId = (prefix: string): string => `${prefix}${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 
-/** A database of the test's own, migrated like the service's; `drop()` removes it. */
-export async function freshDatabase(baseUrl: string): Promise<{ url: string; db: Db; drop(): Promise<void> }> {
+/**
+ * A database of the test's own, migrated like the service's (unless `migrated: false`: empty, as on a first install);
+ * `drop()` removes it.
+ */
+export async function freshDatabase(baseUrl: string, opts: { migrated?: boolean } = {}): Promise<{ url: string; db: Db; drop(): Promise<void> }> {
   const name = uniqueId('it_');
   const admin = new URL(baseUrl);
   admin.pathname = '/postgres';
@@ -83,7 +87,7 @@ export async function freshDatabase(baseUrl: string): Promise<{ url: string; db:
   }
   const url = new URL(baseUrl);
   url.pathname = `/${name}`;
-  const db = await openDatabase({ databaseUrl: url.toString() });
+  const db = opts.migrated === false ? await openPostgres(url.toString()) : await openDatabase({ databaseUrl: url.toString() });
   return {
     url: url.toString(),
     db,

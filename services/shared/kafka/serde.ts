@@ -9,7 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SchemaRegistry, SchemaType } from '@kafkajs/confluent-schema-registry';
+import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import avro from 'avsc';
 import type { Logger } from '../logger.js';
 import { repoRoot } from '../repo-root.js';
@@ -27,6 +27,19 @@ export class UndecodableRecordError extends ServiceError {
   }
 }
 
+/** An answer of the registry other than success; `status` tells a refusal (4xx) from an outage (5xx). */
+class RegistryHttpError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/** Compatibility levels that keep every new schema readable by consumers of the previous one. */
+const AT_LEAST_BACKWARD: ReadonlySet<string> = new Set(['BACKWARD', 'BACKWARD_TRANSITIVE', 'FULL', 'FULL_TRANSITIVE']);
+
 export const subjectOf = (topic: string): string => `${topic}-value`;
 
 export function schemasDir(): string {
@@ -40,8 +53,8 @@ export function schemaText(topic: TopicName): string {
 
 /**
  * The registry's Confluent-compatible REST API, for what the serde needs beyond encode/decode: registration,
- * compatibility checks and (tests, operators) subject deletion. Registration goes through the registry client;
- * the compatibility and delete calls are plain HTTP (the client has no API for them).
+ * compatibility checks and (tests, operators) subject deletion. Registration, compatibility and deletes are plain HTTP
+ * (the registry client's register() races under concurrent starts); the client reads and caches schemas by id.
  */
 export class SchemaRegistryClient {
   readonly registry: SchemaRegistry;
@@ -50,10 +63,51 @@ export class SchemaRegistryClient {
     this.registry = new SchemaRegistry({ host: url, retry: { retries: 2, initialRetryTimeInSecs: 0.1 } });
   }
 
-  /** Registers (or finds) a schema under a subject; throws when the registry refuses it (e.g. incompatible). */
+  /**
+   * Registers (or finds) a schema under a subject, after making sure the subject's compatibility is at least BACKWARD;
+   * throws when the registry refuses it (e.g. incompatible). Safe when many processes do it at once: registering the
+   * same schema answers the same id, and setting the subject's compatibility is idempotent (see subjectCompatibility).
+   */
   async register(subject: string, schema: string): Promise<number> {
-    const { id } = await this.registry.register({ type: SchemaType.AVRO, schema }, { subject });
-    return id;
+    await this.ensureCompatibility(subject);
+    const r = await fetch(`${this.url}/subjects/${encodeURIComponent(subject)}/versions`, {
+      method: 'POST',
+      headers: { 'content-type': REGISTRY_CONTENT_TYPE },
+      body: JSON.stringify({ schema }),
+    });
+    if (!r.ok) throw new RegistryHttpError(r.status, `registering under ${subject}: HTTP ${r.status} ${await r.text()}`);
+    return ((await r.json()) as { id: number }).id;
+  }
+
+  /** The subject's own compatibility level, or undefined when it has none (or the subject is unknown). */
+  async subjectCompatibility(subject: string): Promise<string | undefined> {
+    const r = await fetch(`${this.url}/config/${encodeURIComponent(subject)}`);
+    if (r.status === 404) return undefined;
+    if (!r.ok) throw new RegistryHttpError(r.status, `reading the compatibility of ${subject}: HTTP ${r.status} ${await r.text()}`);
+    const body = (await r.json()) as { compatibilityLevel?: string; compatibility?: string };
+    return (body.compatibilityLevel ?? body.compatibility)?.toUpperCase();
+  }
+
+  /**
+   * Sets the subject's compatibility to BACKWARD unless it already is BACKWARD or stricter (an operator's choice is
+   * kept). NOTE: Apicurio answers 409 ("A rule named 'COMPATIBILITY' already exists") to the second of two
+   * concurrent first-time PUTs, and NONE for a subject without a rule of its own; a 409 means another process set it.
+   */
+  private async ensureCompatibility(subject: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      const level = await this.subjectCompatibility(subject);
+      if (level !== undefined && AT_LEAST_BACKWARD.has(level)) return;
+      const r = await fetch(`${this.url}/config/${encodeURIComponent(subject)}`, {
+        method: 'PUT',
+        headers: { 'content-type': REGISTRY_CONTENT_TYPE },
+        body: JSON.stringify({ compatibility: 'BACKWARD' }),
+      });
+      if (r.ok) return;
+      const text = await r.text();
+      if (r.status !== 409 || attempt >= 3) {
+        throw new RegistryHttpError(r.status, `setting the compatibility of ${subject} to BACKWARD: HTTP ${r.status} ${text}`);
+      }
+    }
   }
 
   /** Whether the schema could be registered under the subject (its compatibility rule against the latest version). */
