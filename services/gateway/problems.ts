@@ -106,6 +106,14 @@ const table = {
     sgtmError: 'Request Header Fields Too Large',
     description: 'The request line and headers together exceed 16 KiB. Send fewer or shorter headers (cookies are a common cause).',
   },
+  duplicateAuthorization: {
+    slug: 'duplicate-authorization',
+    status: 400,
+    title: 'More than one Authorization header',
+    sgtmError: 'Invalid request format',
+    description:
+      'The request carried the `Authorization` header more than once. Which one counts would depend on the server or proxy that reads it, so none does: send exactly one `Authorization: Bearer …`.',
+  },
   badRequest: {
     slug: 'bad-request',
     status: 400,
