@@ -8,6 +8,7 @@ import { adminPlugin } from '../console/app.js';
 import type { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
 import { gatewayPlugin } from '../gateway/app.js';
 import { clientErrorHandler, registerErrorHandling, sendError } from '../gateway/errors.js';
+import { documentErrors } from '../gateway/openapi-schemas.js';
 import { problemPages } from '../gateway/problem-pages.js';
 import { IngestError } from '../gateway/problems.js';
 import type { WorkspaceRateLimiter } from '../gateway/rate-limit.js';
@@ -85,6 +86,8 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler: clientErrorHandler(deps.config.publicBaseUrl),
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
+  // The document says every status a route answers (its own, and those any route of its kind can).
+  app.addHook('onRoute', (route) => documentErrors(route as never));
   // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).
   registerJsonBodyParser(app);
   await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
@@ -113,8 +116,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     else request.log.info(line, 'request');
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
+  const status = (description: string, values: string[]) => ({
+    description,
+    type: 'object',
+    required: ['status'],
+    properties: { status: { type: 'string', enum: values } },
+  });
+  app.get('/healthz', { schema: { response: { 200: status('The process is up.', ['ok']) } } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { response: { 200: status('Ready to take requests.', ['ready']), 503: status('Not ready (the store, the log or a stage is not).', ['not ready']) } } }, async (_request, reply) => {
     let ok = true;
     try {
       await deps.db.query('SELECT 1');

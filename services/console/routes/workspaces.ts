@@ -1,5 +1,6 @@
 /** Admin API: workspaces and their API keys (operator contract). */
 import type { FastifyInstance } from 'fastify';
+import { noContent } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { KeyMode } from '../../shared/envelope.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, passwordProblem, ROLES, type Role, type UserRepo } from '../user-repo.js';
@@ -203,7 +204,7 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
     },
   );
 
-  app.delete<{ Params: { ws: string; id: string } }>('/admin/v1/workspaces/:ws/api-keys/:id', async (request, reply) => {
+  app.delete<{ Params: { ws: string; id: string } }>('/admin/v1/workspaces/:ws/api-keys/:id', { schema: { response: { 204: noContent('Revoked: the key gets 401 within 5 s.') } } }, async (request, reply) => {
     if (!(await deps.repo.revokeApiKey(request.params.ws, request.params.id))) {
       throw new IngestError('notFound', `no API key ${request.params.id} in workspace ${request.params.ws}`);
     }
