@@ -12,7 +12,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi
+.PHONY: install build build-dev run test test-unit infra-up infra-down bench demo clean typecheck clients rules-check openapi schemathesis
 
 install: $(STAMP)
 
@@ -48,8 +48,21 @@ run: build
 clients: $(CLIENT_STAMP)
 	npm --prefix clients/node run build
 
+## Schemathesis, pinned, in a virtual environment of its own (test/schemathesis runs it in `make test`).
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV := .tools/schemathesis
+SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-$(SCHEMATHESIS_VERSION)
+
+$(SCHEMATHESIS_STAMP):
+	rm -rf $(SCHEMATHESIS_VENV)
+	python3 -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
+	@touch $@
+
+schemathesis: $(SCHEMATHESIS_STAMP)
+
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
-test: build-dev clients
+test: build-dev clients schemathesis
 	bash infra/local/redis.sh ensure
 	bash infra/local/chromium.sh ensure
 	bash ops/prometheus/promtool.sh ensure
@@ -75,7 +88,8 @@ clean:
 rules-check:
 	bash ops/prometheus/promtool.sh check
 
-## Regenerates docs/openapi.json from the routes (a test fails when it is stale).
+## Regenerates docs/openapi.json from the routes, and the SDK's wire types from it (tests fail when either is stale).
 openapi: build $(CLIENT_STAMP)
 	node dist/services/bin/openapi.js
+	npm --prefix clients/node run generate
 	npm --prefix clients/node run generate
