@@ -103,3 +103,23 @@ describe('one Authorization header', () => {
     expect(r.status).toBe(200);
   });
 });
+
+describe('a method a route does not take', () => {
+  it.each([
+    { method: 'PUT', url: '/admin/v1/workspaces', allow: 'GET, HEAD, POST' },
+    { method: 'DELETE', url: '/v1/events', allow: 'POST' },
+    { method: 'GET', url: '/admin/v1/workspaces/ws_x/dead-letters/redrive', allow: 'POST' },
+    { method: 'POST', url: '/healthz', allow: 'GET, HEAD' },
+  ])('$method $url: 405 with Allow: $allow', async ({ method, url, allow }) => {
+    const r = await service.app.inject({ method: method as 'GET', url, headers: { authorization: `Bearer ${ADMIN}` } });
+    expect(r.statusCode, r.body).toBe(405);
+    expect(r.headers.allow).toBe(allow);
+    expect(r.headers['content-type']).toContain('application/problem+json');
+  });
+
+  describe('bad input', () => {
+    it.each(['/admin/v1/nothing', '/v1/events/extra', '/admin/v1/workspaces/a/b/c/d'])('%s is no route: 404', async (url) => {
+      expect((await service.app.inject({ method: 'PUT', url, headers: { authorization: `Bearer ${ADMIN}` } })).statusCode).toBe(404);
+    });
+  });
+});
