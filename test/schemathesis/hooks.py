@@ -3,7 +3,8 @@
 Two rules of the service hold for every value at any depth of a body, free-form objects included, and so cannot be
 written into the schema of each field:
 - I-JSON (RFC 7493, README "Limits"): strings without U+0000 or lone surrogates, numbers within the 64-bit float
-  range and at most 100 characters, nesting at most 32 levels;
+  range and at most 100 characters, nesting at most 32 levels; and no `__proto__` key, nor a `constructor` key
+  holding a `prototype` (refused as prototype pollution);
 - an event's own time lies between 7 days before the request and 5 minutes after it, a bound relative to the moment
   of the request.
 A schema-valid body (positive mode) is brought within them before it is sent; everything else about it is as
@@ -27,6 +28,8 @@ def _storable(node, depth, now):
             return {}
         out = {}
         for key, value in node.items():
+            if key == "__proto__" or (key == "constructor" and isinstance(value, dict) and "prototype" in value):
+                continue
             out[_storable_text(key)] = now if key == "event_time" and now else _storable(value, depth + 1, now)
         return out
     if isinstance(node, list):

