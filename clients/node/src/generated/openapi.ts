@@ -4705,8 +4705,9 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    ws: string;
+                    /** @description At most 100 characters as sent, percent-encoded (longer: 414). */
                     event_id: string;
+                    ws: string;
                 };
                 cookie?: never;
             };
