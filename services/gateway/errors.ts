@@ -154,7 +154,10 @@ export function registerErrorHandling(app: FastifyInstance, publicBaseUrl: strin
   };
   // A request no route takes for its method can still fail before the not-found handler (a body method without
   // Content-Type), or reach a looser route (GET …/dead-letters/redrive is GET …/dead-letters/:id): 405 all the same.
-  app.setErrorHandler((err, request, reply) => sendError(request, reply, wrongMethod(request) ?? err, publicBaseUrl));
+  // Only those two cases look at the routes: a shed under overload must stay cheap.
+  app.setErrorHandler((err, request, reply) =>
+    sendError(request, reply, ((request.is404 || (err as FastifyError).validation) && wrongMethod(request)) || err, publicBaseUrl),
+  );
   // Long URLs: 414 as a problem document (a path segment over 100 characters is the router's own 414).
   app.addHook('onRequest', async (request) => {
     if (request.url.length > LIMITS.maxUrlChars) {
