@@ -24,7 +24,7 @@ $(CLIENT_STAMP): clients/node/package.json clients/node/package-lock.json
 	npm --prefix clients/node ci --no-audit --no-fund --loglevel=error
 	@touch $@
 
-.PHONY: node install build build-dev run test test-unit infra-up infra-down bench kstreams-baseline demo clean typecheck clients rules-check openapi image test-image helm-tools
+.PHONY: node install build build-dev run test test-unit infra-up infra-down bench kstreams-baseline demo clean typecheck clients rules-check openapi schemathesis image test-image helm-tools
 
 ## Prints the node every recipe runs on (installing Node 24 first when the machine's is older).
 node:
@@ -64,8 +64,21 @@ run: build
 clients: $(CLIENT_STAMP)
 	npm --prefix clients/node run build
 
+## Schemathesis, pinned, in a virtual environment of its own (test/schemathesis runs it in `make test`).
+SCHEMATHESIS_VERSION := 4.32.5
+SCHEMATHESIS_VENV := .tools/schemathesis
+SCHEMATHESIS_STAMP := $(SCHEMATHESIS_VENV)/.installed-$(SCHEMATHESIS_VERSION)
+
+$(SCHEMATHESIS_STAMP):
+	rm -rf $(SCHEMATHESIS_VENV)
+	python3 -m venv $(SCHEMATHESIS_VENV)
+	$(SCHEMATHESIS_VENV)/bin/pip install --quiet --disable-pip-version-check schemathesis==$(SCHEMATHESIS_VERSION)
+	@touch $@
+
+schemathesis: $(SCHEMATHESIS_STAMP)
+
 ## The whole suite, integration tests against real Kafka, registry and Postgres included.
-test: build-dev clients
+test: build-dev clients schemathesis
 	bash infra/local/redis.sh ensure
 	bash infra/local/chromium.sh ensure
 	bash ops/prometheus/promtool.sh ensure
@@ -101,7 +114,7 @@ clean:
 rules-check:
 	bash ops/prometheus/promtool.sh check
 
-## Regenerates docs/openapi.json from the routes (a test fails when it is stale).
+## Regenerates docs/openapi.json from the routes, and the SDK's wire types from it (tests fail when either is stale).
 openapi: build $(CLIENT_STAMP)
 	node dist/services/bin/openapi.js
 	npm --prefix clients/node run generate

@@ -8,7 +8,9 @@ import { adminPlugin } from '../console/app.js';
 import type { ApiKeyVerifier } from '../gateway/auth/api-key-verifier.js';
 import { gatewayPlugin } from '../gateway/app.js';
 import { clientErrorHandler, registerErrorHandling, sendError } from '../gateway/errors.js';
+import { documentErrors } from '../gateway/openapi-schemas.js';
 import { problemPages } from '../gateway/problem-pages.js';
+import { IngestError } from '../gateway/problems.js';
 import type { WorkspaceRateLimiter } from '../gateway/rate-limit.js';
 import { registerJsonBodyParser } from '../gateway/validation/json-body.js';
 import { LIMITS } from '../gateway/validation/limits.js';
@@ -19,6 +21,7 @@ import { registerPageSecurityHeaders } from '../shared/page-security.js';
 import type { Logger } from '../shared/logger.js';
 import { httpDuration, httpRequests } from '../shared/metrics.js';
 import type { EventLogProducer } from '../stream/log.js';
+import { strictBodyValidatorCompiler } from './strict-validation.js';
 
 export interface AppDeps {
   readonly config: Config;
@@ -58,6 +61,12 @@ export const OPENAPI_INFO = {
   },
 } as const;
 
+const authorizationHeaders = (raw: readonly string[]): number => {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.toLowerCase() === 'authorization') n++;
+  return n;
+};
+
 export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     loggerInstance: deps.logger as FastifyBaseLogger,
@@ -77,9 +86,17 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     clientErrorHandler: clientErrorHandler(deps.config.publicBaseUrl),
   });
   registerErrorHandling(app, deps.config.publicBaseUrl);
+  // The document says every status a route answers (its own, and those any route of its kind can).
+  app.addHook('onRoute', (route) => documentErrors(route as never));
   // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).
   registerJsonBodyParser(app);
   await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
+  // Two Authorization headers: Node keeps the first, a proxy may keep the last; neither is trusted.
+  app.addHook('onRequest', async (request) => {
+    if (authorizationHeaders(request.raw.rawHeaders) > 1) {
+      throw new IngestError('duplicateAuthorization', 'The request carries more than one Authorization header; send exactly one.');
+    }
+  });
 
   app.addHook('onResponse', async (request, reply) => {
     const route = request.routeOptions.url ?? 'unmatched';
@@ -99,8 +116,14 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     else request.log.info(line, 'request');
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_request, reply) => {
+  const status = (description: string, values: string[]) => ({
+    description,
+    type: 'object',
+    required: ['status'],
+    properties: { status: { type: 'string', enum: values } },
+  });
+  app.get('/healthz', { schema: { response: { 200: status('The process is up.', ['ok']) } } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { response: { 200: status('Ready to take requests.', ['ready']), 503: status('Not ready (the store, the log or a stage is not).', ['not ready']) } } }, async (_request, reply) => {
     let ok = true;
     try {
       await deps.db.query('SELECT 1');
@@ -125,6 +148,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
     await app.register(async (scope) => {
       // The admin API takes JSON only: without the text/plain parser, any other Content-Type is a 415.
       scope.removeContentTypeParser('text/plain');
+      scope.setValidatorCompiler(strictBodyValidatorCompiler());
       // Every admin route is documented as needing the admin token.
       scope.addHook('onRoute', (route) => {
         route.schema = { tags: ['admin'], security: [{ adminToken: [] }], ...route.schema };

@@ -45,4 +45,25 @@ describe('OpenAPI document', () => {
     ]);
     expect(doc.paths['/v1/sgtm'].post.responses['200']).toBeDefined();
   });
+
+  it('documents every error as a problem document (endpoint B and the browser pages in their own formats), and 204s without a body', () => {
+    const doc = JSON.parse(readFileSync(join(repoRoot(), 'docs', 'openapi.json'), 'utf8'));
+    for (const [path, ops] of Object.entries(doc.paths as Record<string, Record<string, { responses: Record<string, { content?: object }> }>>)) {
+      for (const [method, op] of Object.entries(ops)) {
+        const codes = Object.keys(op.responses);
+        expect(codes.some((c) => c.startsWith('2') || c.startsWith('3')), `${method} ${path} has a success answer`).toBe(true);
+        expect(codes, `${method} ${path}`).toContain('500');
+        if (path.startsWith('/admin/')) expect(codes, `${method} ${path}`).toContain('401');
+        for (const [code, answer] of Object.entries(op.responses)) {
+          if (!code.startsWith('4') && !code.startsWith('5')) continue;
+          const types = Object.keys(answer.content ?? {});
+          if (path === '/readyz' && code === '503') continue; // {"status": "not ready"}: what probes read
+          if (path === '/v1/sgtm') expect(types, `${method} ${path} ${code}`).toEqual(['application/json']);
+          else if (path.startsWith('/oauth/')) expect(types.every((t) => t === 'text/html' || t === 'application/problem+json'), `${method} ${path} ${code}`).toBe(true);
+          else expect(types, `${method} ${path} ${code}`).toEqual(['application/problem+json']);
+        }
+      }
+    }
+    expect(Object.keys(doc.paths['/admin/v1/workspaces/{ws}/api-keys/{id}'].delete.responses)).toContain('204');
+  });
 });

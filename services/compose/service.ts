@@ -45,7 +45,7 @@ export interface RunningService {
 const runs = (role: ServiceRole, ...roles: ServiceRole[]): boolean => role === 'all' || roles.includes(role);
 
 export async function startService(config: Config, logger: Logger, opts: { inMemoryDb?: boolean } = {}): Promise<RunningService> {
-  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb });
+  const db = await openDatabase({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, inMemory: opts.inMemoryDb, logger });
   const credentialsKey = resolveCredentialsKey(config.credentialsKey, config.dataDir, logger);
   // The console's redrive is the data-team redrive, which needs the runtime (opened after the platform side).
   let consoleDeadLetters: ConsoleDeadLetters | undefined;

@@ -2,6 +2,7 @@
  * Problem types of the connection routes that the ingestion API's table (gateway/problems.ts) does not have. They
  * answer in the same RFC 9457 format, and their `type` URIs resolve to pages like the others.
  */
+import { htmlResponse } from '../gateway/openapi-schemas.js';
 import { registerPageSecurityHeaders } from '../shared/page-security.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { htmlPage } from './html-page.js';
@@ -35,7 +36,7 @@ export function sendConnectionProblem(
 export async function connectionProblemPages(app: FastifyInstance): Promise<void> {
   await registerPageSecurityHeaders(app);
   for (const p of Object.values(CONNECTION_PROBLEMS)) {
-    app.get(`/problems/${p.slug}`, async (_request, reply) =>
+    app.get(`/problems/${p.slug}`, { schema: { response: { 200: htmlResponse(p.title) } } }, async (_request, reply) =>
       reply.type('text/html; charset=utf-8').send(htmlPage(p.title, [`HTTP ${p.status}.`, p.description])),
     );
   }

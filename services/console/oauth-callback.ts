@@ -15,6 +15,7 @@ import { randomBytes } from 'node:crypto';
 import { STATE_TTL_MS, type CallbackQuery, type OAuthFlow } from '../forwarder/oauth-flow.js';
 import { PlatformNotConfiguredError } from '../forwarder/platform-client.js';
 import { sha256Hex } from '../shared/ids.js';
+import { documentOnly, problemSchema } from '../gateway/openapi-schemas.js';
 import { htmlPage } from './html-page.js';
 import { registerPageSecurityHeaders } from '../shared/page-security.js';
 
@@ -37,6 +38,43 @@ export function bindingCookieName(state: string): string {
   return `oauth_binding_${sha256Hex(state).slice(0, 16)}`;
 }
 
+/**
+ * The values the platform sends back: tokens of URL-safe characters, and a free-text description, kept short enough
+ * that a URL carrying all of them stays under the service's 8 KiB limit however it is encoded.
+ */
+const token = (maxLength: number) => ({ type: 'string', maxLength, pattern: '^[\\x21-\\x7e]*$' }) as const;
+const queryValue = token(256);
+/** A page for the person in the browser; a URL the service cannot read at all is a problem document instead. */
+const page = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
+const pageOrProblem = (description: string) => ({
+  description,
+  content: { 'text/html': { schema: { type: 'string' } }, 'application/problem+json': { schema: problemSchema } },
+});
+const startSchema = {
+  summary: "The link an admin opens to connect: binds the flow to this browser, then redirects to the platform's authorization page",
+  querystring: { type: 'object', properties: { state: token(128) } },
+  response: {
+    302: { description: "Redirect to the platform's authorization page.", type: 'null' },
+    400: pageOrProblem('The link is unknown, expired or already used (a page says which).'),
+    502: page('The platform could not be reached.'),
+    503: page('Connecting is not available (the platform app is not configured).'),
+  },
+} as const;
+const callbackSchema = {
+  summary: 'Where the platform sends the browser back after authorization',
+  querystring: {
+    type: 'object',
+    properties: { state: token(128), auth_code: queryValue, code: queryValue, error: token(128), error_description: { type: 'string', maxLength: 480 } },
+  },
+  response: {
+    200: page('Connected.'),
+    400: pageOrProblem('Access was not granted, or the link is unknown, expired, used or from another browser (a page says which).'),
+    500: page('The connection could not be completed.'),
+    502: page('The platform did not complete the connection, or the ad account could not be read.'),
+    503: page('Connecting is not available (the platform app is not configured).'),
+  },
+} as const;
+
 export interface OAuthBrowserRouteDeps {
   readonly flow: OAuthFlow;
   /** Secure cookies (PUBLIC_BASE_URL is https). */
@@ -56,7 +94,8 @@ export async function oauthCallbackRoutes(app: FastifyInstance, deps: OAuthBrows
   const pageHeaders = (reply: FastifyReply): FastifyReply =>
     reply.header('cache-control', 'no-store').header('referrer-policy', 'no-referrer').type('text/html; charset=utf-8');
 
-  app.get('/oauth/start', async (request, reply) => {
+  // The schemas document; the handlers read the query themselves, so anything unexpected gets a page, not JSON.
+  app.get('/oauth/start', { schema: startSchema, validatorCompiler: documentOnly }, async (request, reply) => {
     pageHeaders(reply);
     const state = firstString((request.query as Record<string, unknown> | undefined)?.state) ?? '';
     const name = bindingCookieName(state);
@@ -74,7 +113,7 @@ export async function oauthCallbackRoutes(app: FastifyInstance, deps: OAuthBrows
     return reply.redirect(bound.authorizeUrl, 302);
   });
 
-  app.get('/oauth/callback', async (request, reply) => {
+  app.get('/oauth/callback', { schema: callbackSchema, validatorCompiler: documentOnly }, async (request, reply) => {
     pageHeaders(reply);
     const q = (request.query ?? {}) as Record<string, unknown>;
     const query: CallbackQuery = {

@@ -1,7 +1,9 @@
 /**
  * Console users and their workspace roles. Passwords are kept as bcrypt hashes only (bcryptjs: pure JS, so it
- * installs and builds anywhere without a compiler). Emails are compared lower-cased.
+ * installs and builds anywhere without a compiler), of the password's SHA-256: bcrypt reads only 72 bytes, and the
+ * digest (44 base64 characters) carries every byte of the password into it. Emails are compared lower-cased.
  */
+import { createHash } from 'node:crypto';
 import bcrypt from 'bcryptjs';
 import { audit } from '../forwarder/connection-repo.js';
 import type { Db, Sql } from '../shared/db/db.js';
@@ -12,9 +14,28 @@ export const ROLES: readonly Role[] = ['owner', 'member'];
 
 /** bcrypt's cost (the common default, 2^10 rounds). */
 const COST = 10;
-/** bcrypt reads at most 72 bytes; longer passwords are refused rather than silently truncated. */
-export const MAX_PASSWORD_BYTES = 72;
+/** bcrypt reads at most 72 bytes: hashes made before pre-hashing hold at most this much of a password. */
+const BCRYPT_MAX_BYTES = 72;
+/** In characters (code points), as JSON Schema's minLength and maxLength count them. */
 export const MIN_PASSWORD_LENGTH = 10;
+export const MAX_PASSWORD_LENGTH = 1024;
+/** Marks a stored hash as bcrypt of the password's SHA-256; a hash without it is bcrypt of the password itself. */
+const PREHASHED = 'sha256+';
+
+const prehash = (password: string): string => createHash('sha256').update(password, 'utf8').digest('base64');
+
+export async function hashPassword(password: string): Promise<string> {
+  return PREHASHED + (await bcrypt.hash(prehash(password), COST));
+}
+
+/** Whether `password` is the one `stored` was made from; the same bcrypt work whatever the answer. */
+export async function verifyPassword(password: string, stored: string): Promise<boolean> {
+  if (stored.startsWith(PREHASHED)) return bcrypt.compare(prehash(password), stored.slice(PREHASHED.length));
+  // An older hash of the password itself: bcrypt would ignore what follows byte 72, so a longer password cannot match.
+  const fits = Buffer.byteLength(password, 'utf8') <= BCRYPT_MAX_BYTES;
+  const same = await bcrypt.compare(fits ? password : '', stored);
+  return fits && same;
+}
 
 export interface ConsoleUser {
   readonly id: string;
@@ -29,11 +50,12 @@ export interface Membership {
 }
 
 /** A hash to compare against when the email is unknown, so a wrong email costs the same time as a wrong password. */
-const DUMMY_HASH = bcrypt.hashSync('not-a-real-password', COST);
+const DUMMY_HASH = PREHASHED + bcrypt.hashSync(prehash('not-a-real-password'), COST);
 
 export function passwordProblem(password: string): string | undefined {
-  if (password.length < MIN_PASSWORD_LENGTH) return `password must be at least ${MIN_PASSWORD_LENGTH} characters`;
-  if (Buffer.byteLength(password, 'utf8') > MAX_PASSWORD_BYTES) return `password must be at most ${MAX_PASSWORD_BYTES} bytes (UTF-8)`;
+  const length = [...password].length;
+  if (length < MIN_PASSWORD_LENGTH) return `password must be at least ${MIN_PASSWORD_LENGTH} characters`;
+  if (length > MAX_PASSWORD_LENGTH) return `password must be at most ${MAX_PASSWORD_LENGTH} characters`;
   return undefined;
 }
 
@@ -52,20 +74,20 @@ export class UserRepo {
 
   /**
    * Makes `email` a console user of the workspace with `role`. A new email gets a user with this password; an
-   * existing one must give its current password (so the admin API cannot silently take over someone's account)
-   * and gets the role in this workspace. Returns 'wrong_password' for an existing user with another password.
+   * existing user keeps their own password (the one given is not compared, so the call reveals nothing about it
+   * and cannot take the account over) and gets the role in this workspace.
    */
   async addMember(
     workspaceId: string,
     input: { email: string; password: string; role: Role },
     actor: string,
-  ): Promise<{ id: string; email: string; role: Role; created: boolean } | 'wrong_password'> {
+  ): Promise<{ id: string; email: string; role: Role; created: boolean }> {
     const email = input.email.trim().toLowerCase();
-    const existing = await this.db.query<{ id: string; password_hash: string }>('SELECT id, password_hash FROM console_users WHERE email = $1', [email]);
+    const existing = await this.db.query<{ id: string }>('SELECT id FROM console_users WHERE email = $1', [email]);
     let userId = existing.rows[0]?.id;
     let created = false;
-    if (existing.rows[0] && !(await bcrypt.compare(input.password, existing.rows[0].password_hash))) return 'wrong_password';
-    const hash = userId === undefined ? await bcrypt.hash(input.password, COST) : undefined;
+    // Hashed either way, so the answer takes as long for an existing user as for a new one.
+    const hash = await hashPassword(input.password);
     return this.db.transaction(async (tx) => {
       if (userId === undefined) {
         userId = newId('usr');
@@ -97,8 +119,13 @@ export class UserRepo {
       [email.trim().toLowerCase()],
     );
     const row = r.rows[0];
-    const ok = await bcrypt.compare(password, row?.password_hash ?? DUMMY_HASH);
-    return ok && row ? { id: row.id, email: row.email } : undefined;
+    const ok = await verifyPassword(password, row?.password_hash ?? DUMMY_HASH);
+    if (!ok || !row) return undefined;
+    // A hash from before pre-hashing is replaced now that the password is at hand.
+    if (!row.password_hash.startsWith(PREHASHED)) {
+      await this.db.query('UPDATE console_users SET password_hash = $2 WHERE id = $1', [row.id, await hashPassword(password)]);
+    }
+    return { id: row.id, email: row.email };
   }
 
   async user(userId: string): Promise<ConsoleUser | undefined> {

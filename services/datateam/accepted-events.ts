@@ -20,6 +20,21 @@ import { Topics } from '../shared/topics.js';
 /** How far the log's own time may stray from received_at: entered this much before `from`, left this much after `to`. */
 export const LOG_TIME_MARGIN_MS = 60_000;
 
+/**
+ * The log's own times are looked up between these bounds at most: the earliest and latest times with a four-digit
+ * year, which Postgres parses (year 0000 and before it does not). Any RFC 3339 range is then served; the margin
+ * alone must never push a bound out of what the store can read.
+ */
+const EMBEDDED_SEARCH_BOUNDS: readonly [number, number] = [Date.parse('0001-01-01T00:00:00Z'), Date.parse('9999-12-31T23:59:59.999Z')];
+/** Kafka's timestamps are epoch ms, and negative ones are sentinels (latest, earliest) to offsetsForTimes. */
+const KAFKA_SEARCH_BOUNDS: readonly [number, number] = [0, EMBEDDED_SEARCH_BOUNDS[1]];
+
+/** The times of the log to search for [fromMs, toMs): widened by the margin, kept within what the log can read. */
+export function logSearchWindow(fromMs: number, toMs: number, bounds: readonly [number, number]): [number, number] {
+  const clamp = (ms: number): number => Math.min(bounds[1], Math.max(bounds[0], ms));
+  return [clamp(fromMs - LOG_TIME_MARGIN_MS), clamp(toMs + LOG_TIME_MARGIN_MS)];
+}
+
 export interface AcceptedEvents {
   /** The workspace's envelopes with received_at in [fromMs, toMs), in log order; pulls as the caller reads. */
   read(workspaceId: string, fromMs: number, toMs: number, signal: AbortSignal): AsyncIterable<EventEnvelope>;
@@ -32,8 +47,9 @@ const inRange = (e: EventEnvelope, workspaceId: string, fromMs: number, toMs: nu
 export function embeddedAcceptedEvents(db: Db, pageSize = 500): AcceptedEvents {
   return {
     async *read(workspaceId, fromMs, toMs, signal) {
-      const start = await firstOffsetAtOrAfter(db, fromMs - LOG_TIME_MARGIN_MS);
-      const end = await firstOffsetAtOrAfter(db, toMs + LOG_TIME_MARGIN_MS);
+      const [searchFrom, searchTo] = logSearchWindow(fromMs, toMs, EMBEDDED_SEARCH_BOUNDS);
+      const start = await firstOffsetAtOrAfter(db, searchFrom);
+      const end = await firstOffsetAtOrAfter(db, searchTo);
       let after = start - 1;
       while (!signal.aborted && after < end - 1) {
         const r = await db.query<{ offset: unknown; value: EventEnvelope }>(
@@ -80,10 +96,8 @@ export function embeddedAcceptedEvents(db: Db, pageSize = 500): AcceptedEvents {
 export function kafkaAcceptedEvents(connection: KafkaConnection, admin: KafkaAdmin, serde: AvroSerde): AcceptedEvents {
   return {
     async *read(workspaceId, fromMs, toMs, signal) {
-      const [from, to] = await Promise.all([
-        admin.offsetsForTimes(Topics.eventsRaw, fromMs - LOG_TIME_MARGIN_MS),
-        admin.offsetsForTimes(Topics.eventsRaw, toMs + LOG_TIME_MARGIN_MS),
-      ]);
+      const [searchFrom, searchTo] = logSearchWindow(fromMs, toMs, KAFKA_SEARCH_BOUNDS);
+      const [from, to] = await Promise.all([admin.offsetsForTimes(Topics.eventsRaw, searchFrom), admin.offsetsForTimes(Topics.eventsRaw, searchTo)]);
       // events.raw is keyed workspace:…, so other workspaces' records are skipped undecoded.
       for await (const r of streamTopicRange(connection, admin, Topics.eventsRaw, { from, to, keyPrefix: `${workspaceId}:`, signal })) {
         if (r.value === null) continue;

@@ -6,6 +6,7 @@
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { ErasureFilter } from '../enrich/identity/erasure-filter.js';
+import { PATH_SEGMENT, problemResponse } from '../gateway/openapi-schemas.js';
 import { IngestError } from '../gateway/problems.js';
 import type { Db } from '../shared/db/db.js';
 import type { AcceptedEvents } from './accepted-events.js';
@@ -24,6 +25,8 @@ export interface DataTeamDeps {
 
 const DEAD_LETTER_ID = '^dl_[0-9A-Za-z]{16}$';
 
+const ndjson = (description: string) => ({ description, content: { 'application/x-ndjson': { schema: { type: 'string' } } } });
+
 const letterOut = {
   type: 'object',
   properties: {
@@ -41,7 +44,7 @@ const letterOut = {
   },
 } as const;
 
-const wsParams = { type: 'object', required: ['ws'], properties: { ws: { type: 'string', minLength: 1, maxLength: 200 } } } as const;
+const wsParams = { type: 'object', required: ['ws'], properties: { ws: PATH_SEGMENT } } as const;
 const letterParams = {
   type: 'object',
   required: ['ws', 'id'],
@@ -69,7 +72,7 @@ function letterBody(l: StoredDeadLetter, withValue = false): Record<string, unkn
 const encodeCursor = (seq: number): string => Buffer.from(`dl:${seq}`).toString('base64url');
 function decodeCursor(cursor: string): number {
   const m = /^dl:(\d{1,15})$/.exec(Buffer.from(cursor, 'base64url').toString('utf8'));
-  if (!m) throw new IngestError('validation', 'querystring.cursor: not a cursor of this list (pass the `next` of the previous page)');
+  if (!m) throw new IngestError('unprocessable', 'querystring.cursor: not a cursor of this list (pass the `next` of the previous page)');
   return Number(m[1]);
 }
 
@@ -102,12 +105,15 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
           additionalProperties: false,
           properties: {
             limit: { type: 'integer', minimum: 1, maximum: 500, default: 100 },
-            cursor: { type: 'string', minLength: 1, maxLength: 100 },
+            cursor: { type: 'string', minLength: 1, maxLength: 100, description: 'The `next` of the previous page; any other value is a 422.' },
             status: { type: 'string', enum: ['dead', 'redriven'], default: 'dead' },
             stage: { type: 'string', enum: ['dedupe', 'enrich', 'forwarder'] },
           },
         },
-        response: { 200: { type: 'object', properties: { items: { type: 'array', items: letterOut }, next: { type: ['string', 'null'] } } } },
+        response: {
+          200: { type: 'object', properties: { items: { type: 'array', items: letterOut }, next: { type: ['string', 'null'] } } },
+          422: problemResponse(422),
+        },
       },
     },
     async (request) => {
@@ -152,8 +158,11 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
             ids: { type: 'array', minItems: 1, maxItems: 1000, uniqueItems: true, items: { type: 'string', pattern: DEAD_LETTER_ID } },
             all: { type: 'boolean', const: true },
           },
+          // Exactly one of the two: a list, or everything.
+          oneOf: [{ required: ['ids'], not: { required: ['all'] } }, { required: ['all'], not: { required: ['ids'] } }],
         },
         response: {
+          409: problemResponse(409),
           202: {
             type: 'object',
             properties: {
@@ -213,6 +222,7 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
           properties: { last: { type: 'integer', minimum: 1, maximum: 1_000_000 }, key_prefix: { type: 'string', minLength: 1, maxLength: 300 } },
         },
         produces: ['application/x-ndjson'],
+        response: { 200: ndjson('One record a line, as JSON.') },
       },
     },
     async (request, reply) => {
@@ -236,16 +246,18 @@ export function dataTeamRoutes(app: FastifyInstance, deps: DataTeamDeps): void {
         querystring: {
           type: 'object',
           additionalProperties: false,
+          required: ['from', 'to'],
           properties: { from: { type: 'string', format: 'date-time' }, to: { type: 'string', format: 'date-time' } },
         },
         produces: ['application/x-ndjson'],
+        response: { 200: ndjson('One accepted envelope a line, as JSON.'), 422: problemResponse(422) },
       },
     },
     async (request, reply) => {
       const { ws } = request.params;
       const from = parseTime('from', request.query.from);
       const to = parseTime('to', request.query.to);
-      if (from >= to) throw new IngestError('validation', 'querystring.to: must be after from');
+      if (from >= to) throw new IngestError('unprocessable', 'querystring.to: must be after from');
       await requireWorkspace(ws);
       const abort = new AbortController();
       reply.raw.once('close', () => abort.abort()); // finished, or the client went away

@@ -143,7 +143,21 @@ export function clientErrorHandler(publicBaseUrl: string): (err: NodeJS.ErrnoExc
 }
 
 export function registerErrorHandling(app: FastifyInstance, publicBaseUrl: string): void {
-  app.setErrorHandler((err, request, reply) => sendError(request, reply, err, publicBaseUrl));
+  const routes = new RouteMethods();
+  app.addHook('onRoute', (route) => routes.add(route.url, route.method));
+  /** 405 naming the methods when the path is a route's but the method is not; else undefined. */
+  const wrongMethod = (request: FastifyRequest): IngestError | undefined => {
+    const path = request.url.split('?')[0]!;
+    const allowed = routes.methodsOf(path);
+    if (allowed.length === 0 || allowed.includes(request.method)) return undefined;
+    return new IngestError('methodNotAllowed', `${path} does not take ${request.method}; it takes ${allowed.join(', ')}`, { Allow: allowed.join(', ') });
+  };
+  // A request no route takes for its method can still fail before the not-found handler (a body method without
+  // Content-Type), or reach a looser route (GET …/dead-letters/redrive is GET …/dead-letters/:id): 405 all the same.
+  // Only those two cases look at the routes: a shed under overload must stay cheap.
+  app.setErrorHandler((err, request, reply) =>
+    sendError(request, reply, ((request.is404 || (err as FastifyError).validation) && wrongMethod(request)) || err, publicBaseUrl),
+  );
   // Long URLs: 414 as a problem document (a path segment over 100 characters is the router's own 414).
   app.addHook('onRequest', async (request) => {
     if (request.url.length > LIMITS.maxUrlChars) {
@@ -151,6 +165,42 @@ export function registerErrorHandling(app: FastifyInstance, publicBaseUrl: strin
     }
   });
   app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, new IngestError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`), publicBaseUrl),
+    sendError(request, reply, wrongMethod(request) ?? new IngestError('notFound', `no route ${request.method} ${request.url.split('?')[0]}`), publicBaseUrl),
   );
+}
+
+/**
+ * The methods each route pattern takes, so a known path asked with another method is a 405 naming them, not a 404.
+ * As the router does, the most specific pattern wins: `…/dead-letters/redrive` is not `…/dead-letters/:id`.
+ */
+class RouteMethods {
+  private readonly byPattern = new Map<string, { match: RegExp; fixed: number; methods: Set<string> }>();
+
+  add(url: string, method: string | string[]): void {
+    let entry = this.byPattern.get(url);
+    if (!entry) {
+      const source = url
+        .split('/')
+        .map((segment) => (segment === '*' ? '.*' : segment.startsWith(':') ? '[^/]+' : segment.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')))
+        .join('/');
+      const fixed = url.split('/').filter((segment) => segment !== '*' && !segment.startsWith(':')).length;
+      entry = { match: new RegExp(`^${source}$`), fixed, methods: new Set() };
+      this.byPattern.set(url, entry);
+    }
+    for (const m of Array.isArray(method) ? method : [method]) entry.methods.add(m.toUpperCase());
+  }
+
+  methodsOf(path: string): string[] {
+    let best = -1;
+    let methods = new Set<string>();
+    for (const { match, fixed, methods: m } of this.byPattern.values()) {
+      if (fixed < best || !match.test(path)) continue;
+      if (fixed > best) {
+        best = fixed;
+        methods = new Set();
+      }
+      for (const one of m) methods.add(one);
+    }
+    return [...methods].sort();
+  }
 }

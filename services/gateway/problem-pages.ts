@@ -1,5 +1,6 @@
 /** Serves the page each problem `type` URI points at: what the error means and what to do about it. */
 import type { FastifyInstance } from 'fastify';
+import { htmlResponse } from './openapi-schemas.js';
 import { IngestError, PROBLEMS, problemBySlug } from './problems.js';
 
 const escape = (s: string): string =>
@@ -7,13 +8,13 @@ const escape = (s: string): string =>
 const inline = (s: string): string => escape(s).replace(/`([^`]+)`/g, '<code>$1</code>');
 
 export function problemPages(app: FastifyInstance): void {
-  app.get('/problems', async (_request, reply) => {
+  app.get('/problems', { schema: { response: { 200: htmlResponse('The list of error types.') } } }, async (_request, reply) => {
     const items = Object.values(PROBLEMS)
       .map((p) => `<li><a href="/problems/${p.slug}">${p.slug}</a> (${p.status}): ${escape(p.title)}</li>`)
       .join('');
     return reply.type('text/html; charset=utf-8').send(page('Error types', `<ul>${items}</ul>`));
   });
-  app.get<{ Params: { slug: string } }>('/problems/:slug', async (request, reply) => {
+  app.get<{ Params: { slug: string } }>('/problems/:slug', { schema: { response: { 200: htmlResponse('What the error type means and what to do.') } } }, async (request, reply) => {
     const p = problemBySlug.get(request.params.slug);
     if (!p) throw new IngestError('notFound', `no error type ${request.params.slug}`);
     const body = `<p><strong>HTTP ${p.status}</strong> — ${escape(p.title)}</p><p>${inline(p.description)}</p>

@@ -106,6 +106,14 @@ const table = {
     sgtmError: 'Request Header Fields Too Large',
     description: 'The request line and headers together exceed 16 KiB. Send fewer or shorter headers (cookies are a common cause).',
   },
+  duplicateAuthorization: {
+    slug: 'duplicate-authorization',
+    status: 400,
+    title: 'More than one Authorization header',
+    sgtmError: 'Invalid request format',
+    description:
+      'The request carried the `Authorization` header more than once. Which one counts would depend on the server or proxy that reads it, so none does: send exactly one `Authorization: Bearer …`.',
+  },
   badRequest: {
     slug: 'bad-request',
     status: 400,
@@ -151,6 +159,13 @@ const table = {
     sgtmError: 'Not Found',
     description: 'No such route or resource.',
   },
+  methodNotAllowed: {
+    slug: 'method-not-allowed',
+    status: 405,
+    title: 'Method not allowed',
+    sgtmError: 'Method Not Allowed',
+    description: 'The route exists, but not with this method. The `Allow` header lists the methods it takes.',
+  },
   conflict: {
     slug: 'conflict',
     status: 409,
@@ -164,6 +179,14 @@ const table = {
     title: 'Not allowed',
     sgtmError: 'Forbidden',
     description: 'You are signed in, but your role or the form does not allow this (e.g. a member changing owner-only settings, or a form sent without its CSRF token). Reload the page and try again, or ask an owner of the workspace.',
+  },
+  unprocessable: {
+    slug: 'unprocessable',
+    status: 422,
+    title: 'Well-formed, but cannot be done',
+    sgtmError: 'Unprocessable',
+    description:
+      'Every field is valid on its own, but together they ask for something that cannot be done (e.g. a range whose `to` is not after its `from`). `detail` says what; change the request.',
   },
   outOfRetention: {
     slug: 'out-of-retention',

@@ -140,7 +140,19 @@ export function privacyRoutes(app: FastifyInstance, deps: { readonly db: Db; rea
 
   app.get<{ Params: Ws & { event_id: string } }>(
     '/admin/v1/workspaces/:ws/conversions/:event_id',
-    { schema: { response: { 200: conversionOut } } },
+    {
+      schema: {
+        params: {
+          type: 'object',
+          required: ['event_id'],
+          properties: {
+            // An event id is the sender's idempotency key: any characters, percent-encoded in the path.
+            event_id: { type: 'string', minLength: 1, maxLength: 100, description: 'At most 100 characters as sent, percent-encoded (longer: 414).' },
+          },
+        },
+        response: { 200: conversionOut },
+      },
+    },
     async (request) => {
       const found = await explanations.get(request.params.ws, request.params.event_id);
       if (!found) {

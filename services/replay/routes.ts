@@ -4,6 +4,7 @@
  * log's retention horizon is refused with 422 naming the oldest time still held.
  */
 import type { FastifyInstance } from 'fastify';
+import { noContent, problemResponse } from '../gateway/openapi-schemas.js';
 import { IngestError } from '../gateway/problems.js';
 import type { Db } from '../shared/db/db.js';
 import { REPLAY_STATUSES, ReplayRepo, viewOf } from './jobs.js';
@@ -65,14 +66,14 @@ export function replayRoutes(app: FastifyInstance, deps: ReplayRoutesDeps): void
       schema: {
         summary: "Re-runs the workspace's accepted events received in [from, to) through enrichment and forwarding",
         body: startBody,
-        response: { 202: { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' } } } },
+        response: { 202: { type: 'object', properties: { id: { type: 'string' }, status: { type: 'string' } } }, 422: problemResponse(422) },
       },
     },
     async (request, reply) => {
       const { ws } = request.params;
       const from = Date.parse(request.body.from);
       const to = Date.parse(request.body.to);
-      if (!(from < to)) throw new IngestError('validation', `from (${request.body.from}) must be before to (${request.body.to})`);
+      if (!(from < to)) throw new IngestError('unprocessable', `from (${request.body.from}) must be before to (${request.body.to})`);
       const horizon = now() - deps.rawLogRetentionMs;
       if (from < horizon) {
         const days = Math.round((deps.rawLogRetentionMs / 86_400_000) * 100) / 100;
@@ -108,7 +109,7 @@ export function replayRoutes(app: FastifyInstance, deps: ReplayRoutesDeps): void
 
   app.delete<{ Params: { ws: string; id: string } }>(
     '/admin/v1/workspaces/:ws/replays/:id',
-    { schema: { summary: 'Cancels a queued or running replay (what it already filed is sent)', params } },
+    { schema: { summary: 'Cancels a queued or running replay (what it already filed is sent)', params, response: { 204: noContent('Cancelled.'), 409: problemResponse(409) } } },
     async (request, reply) => {
       const job = await repo.cancel(request.params.ws, request.params.id);
       if (!job) throw new IngestError('notFound', `workspace ${request.params.ws} has no replay ${request.params.id}`);

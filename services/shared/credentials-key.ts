@@ -16,7 +16,7 @@ export function resolveCredentialsKey(configured: Buffer | undefined, dataDir: s
     logger.warn({ file }, 'CREDENTIALS_KEY is unset: using the key generated in DATA_DIR; set CREDENTIALS_KEY in production');
     return key;
   }
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const key = randomBytes(32);
   writeFileSync(file, key.toString('base64') + '\n', { mode: 0o600 });
   logger.warn({ file }, 'CREDENTIALS_KEY is unset: generated a key into DATA_DIR; set CREDENTIALS_KEY in production');

@@ -147,7 +147,7 @@ describe('replay', () => {
       expect(r.status, JSON.stringify(r.body)).toBe(status);
       expect(r.body.detail).toMatch(detail);
     };
-    await bad({ from, to: from }, 400, /must be before/);
+    await bad({ from, to: from }, 422, /must be before/); // each time valid, the range empty
     await bad({ to }, 400, /from/);
     await bad({ from: 'yesterday', to }, 400, /from/);
     await bad({ from, to, dry_run: 'yes' }, 400, /dry_run/);

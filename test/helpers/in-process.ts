@@ -4,6 +4,7 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../../services/compose/app.js';
+import { createPlatformSide } from '../../services/compose/platform.js';
 import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js';
 import { createRateLimiter } from '../../services/gateway/rate-limit.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
@@ -24,13 +25,17 @@ export interface TestApp {
   close(): Promise<void>;
 }
 
-export async function buildTestApp(env: Record<string, string> = {}): Promise<TestApp> {
+/** `console: true` adds the console at /console and the connection routes (the platform side without its loops). */
+export async function buildTestApp(env: Record<string, string> = {}, opts: { console?: boolean } = {}): Promise<TestApp> {
   // NOTE: event-loop shedding off unless a test asks for it: on a loaded CI machine the delay of a test process is
   // the machine's, not the service's (the overload tests set GATEWAY_MAX_EVENT_LOOP_DELAY_MS themselves).
   const config = loadConfig({ ADMIN_TOKEN: ADMIN, PUBLIC_BASE_URL: 'http://ingest.test', GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0', ...env });
   const db = await openDatabase({ inMemory: true });
   const log = new EmbeddedLog(db);
   const rateLimit = await createRateLimiter(config, () => undefined);
+  const platform = opts.console
+    ? createPlatformSide({ config, db, credentialsKey: Buffer.alloc(32, 7), logger: silentLogger, roles: { forwarder: false, refresher: false, console: true } })
+    : undefined;
   const app = await buildApp({
     config,
     db,
@@ -42,6 +47,8 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
       runtime: 'embedded',
     },
     admin: true,
+    adminExtensions: platform?.adminExtensions,
+    publicExtensions: platform?.publicExtensions,
   });
   await app.ready();
   return {
@@ -60,6 +67,7 @@ export async function buildTestApp(env: Record<string, string> = {}): Promise<Te
     },
     async close() {
       await app.close();
+      await platform?.close();
       await log.close();
       rateLimit.close();
       await db.close();

@@ -8,7 +8,7 @@ export type WireEvent = EventsOperation['requestBody']['content']['application/j
 /** The 202 answer. */
 export type Accepted = EventsOperation['responses'][202]['content']['application/json'];
 /** An RFC 9457 problem document (every error of endpoint A). */
-export type Problem = EventsOperation['responses'][400]['content']['application/json'];
+export type Problem = EventsOperation['responses'][400]['content']['application/problem+json'];
 /** The API-Version this SDK speaks. */
 export type ApiVersion = NonNullable<NonNullable<EventsOperation['parameters']['header']>['api-version']>;
 

@@ -1,5 +1,6 @@
 /** Admin API: the workspace's ad-platform connection (operator contract; docs/platform.md). */
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { noContent, problemResponse } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
 import { forwardedConversions } from '../../forwarder/metrics.js';
@@ -103,6 +104,7 @@ export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps
             type: 'object',
             properties: { authorize_url: { type: 'string' }, redirect_uri: { type: 'string' }, expires_at: { type: 'string' } },
           },
+          503: problemResponse(503),
         },
       },
     },
@@ -128,7 +130,7 @@ export function connectionRoutes(app: FastifyInstance, deps: ConnectionRouteDeps
     },
   );
 
-  app.delete<{ Params: { ws: string } }>('/admin/v1/workspaces/:ws/connection', async (request, reply) => {
+  app.delete<{ Params: { ws: string } }>('/admin/v1/workspaces/:ws/connection', { schema: { response: { 204: noContent('Disconnected: credentials deleted, revocation requested.') } } }, async (request, reply) => {
     const ws = request.params.ws;
     await requireWorkspace(ws);
     await disconnectWorkspace(deps, ws, 'admin', request.log);

@@ -3,6 +3,7 @@
  * GET reads it. Enrich picks a change up within its settings cache TTL (1 s).
  */
 import type { FastifyInstance } from 'fastify';
+import { problemResponse } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { Db } from '../../shared/db/db.js';
 import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
@@ -58,11 +59,11 @@ export function forwardingRoutes(app: FastifyInstance, deps: { db: Db }): void {
 
   app.put<{ Params: { ws: string }; Body: ForwardingSetupInput }>(
     '/admin/v1/workspaces/:ws/forwarding',
-    { schema: { body: setupBody, response: { 200: setupOut } } },
+    { schema: { body: setupBody, response: { 200: setupOut, 422: problemResponse(422) } } },
     async (request) => {
       const { ws } = request.params;
       const repeated = repeatedEventName(request.body.events);
-      if (repeated !== undefined) throw new IngestError('validation', `events: "${repeated}" is listed more than once`);
+      if (repeated !== undefined) throw new IngestError('unprocessable', `events: "${repeated}" is listed more than once`);
       if (!(await repo.workspaceExists(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
       return repo.put(ws, request.body);
     },

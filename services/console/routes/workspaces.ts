@@ -1,8 +1,9 @@
 /** Admin API: workspaces and their API keys (operator contract). */
 import type { FastifyInstance } from 'fastify';
+import { noContent } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { KeyMode } from '../../shared/envelope.js';
-import { passwordProblem, ROLES, type Role, type UserRepo } from '../user-repo.js';
+import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, passwordProblem, ROLES, type Role, type UserRepo } from '../user-repo.js';
 import type { WorkspaceRepo } from '../workspace-repo.js';
 
 const workspaceOut = {
@@ -163,7 +164,12 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
           additionalProperties: false,
           properties: {
             email: { type: 'string', format: 'email', maxLength: 254 },
-            password: { type: 'string' },
+            password: {
+              type: 'string',
+              minLength: MIN_PASSWORD_LENGTH,
+              maxLength: MAX_PASSWORD_LENGTH,
+              description: "The new user's password. An email that is already a console user keeps its own password: this one is then not used.",
+            },
             role: { type: 'string', enum: [...ROLES] },
           },
         },
@@ -176,12 +182,6 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
       if (problem) throw new IngestError('validation', problem);
       if (!(await deps.repo.get(ws))) throw new IngestError('notFound', `no workspace ${ws}`);
       const added = await deps.users.addMember(ws, request.body, 'admin');
-      if (added === 'wrong_password') {
-        throw new IngestError(
-          'conflict',
-          `${request.body.email} is already a console user with another password; give their current password to add them to this workspace`,
-        );
-      }
       return reply.code(201).send({ id: added.id, email: added.email, role: added.role });
     },
   );
@@ -204,7 +204,7 @@ export function workspaceRoutes(app: FastifyInstance, deps: { repo: WorkspaceRep
     },
   );
 
-  app.delete<{ Params: { ws: string; id: string } }>('/admin/v1/workspaces/:ws/api-keys/:id', async (request, reply) => {
+  app.delete<{ Params: { ws: string; id: string } }>('/admin/v1/workspaces/:ws/api-keys/:id', { schema: { response: { 204: noContent('Revoked: the key gets 401 within 5 s.') } } }, async (request, reply) => {
     if (!(await deps.repo.revokeApiKey(request.params.ws, request.params.id))) {
       throw new IngestError('notFound', `no API key ${request.params.id} in workspace ${request.params.ws}`);
     }

@@ -27,11 +27,14 @@ import type { ConsoleUser, Membership } from '../user-repo.js';
 import { UnstorableFormValueError, unstorableFormValue } from './form-values.js';
 import { settingsRoutes } from './settings-routes.js';
 import { DbSessionStore } from './session-store.js';
+import type { AccountThrottleLimits } from './sign-in-throttle.js';
 import { signInRoutes } from './sign-in-routes.js';
 
 declare module 'fastify' {
   interface Session {
     user?: ConsoleUser;
+    /** When the user signed in (epoch ms): the session ends SESSION_ABSOLUTE_MS later, however active. */
+    signedInAt?: number;
     /** A one-time notice shown on the next page (post, redirect, get). */
     flash?: string;
   }
@@ -50,6 +53,8 @@ export interface ConsoleWebDeps {
   readonly plans: readonly string[];
   /** Sign-in attempts per client address per minute. */
   readonly signInAttemptsPerMinute?: number;
+  /** The per-account pace of sign-in attempts (sign-in-throttle.ts; its defaults when unset). */
+  readonly signInAccountLimits?: AccountThrottleLimits;
   /** How long a conversion's "why this field" record is shown (CONVERSION_EXPLANATION_RETENTION_DAYS). */
   readonly explanationRetentionMs?: number;
   /** The data-team redrive (services/datateam), bound once the runtime is open; undefined: the page is read-only. */
@@ -65,7 +70,11 @@ export interface ConsoleDeadLetters {
   ): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> } | { refused: string }>;
 }
 
+/** A session ends after this long without a request (each request moves it forward)… */
 export const SESSION_MAX_AGE_MS = 8 * 3600_000;
+/** …and this long after sign-in whatever the activity: a stolen cookie is not good forever. */
+export const SESSION_ABSOLUTE_MS = 12 * 3600_000;
+export const SESSION_COOKIE = 'console_session';
 const WEB_DIR = join(repoRoot(), 'services', 'console', 'web');
 
 export interface PageData {
@@ -101,10 +110,18 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
   await app.register(session, {
     // A key of its own, derived from CREDENTIALS_KEY: the same on every replica, never the token key itself.
     secret: createHmac('sha256', deps.secretKey).update('console-session-cookie').digest('base64'),
-    cookieName: 'console_session',
+    cookieName: SESSION_COOKIE,
     store: new DbSessionStore(deps.db, SESSION_MAX_AGE_MS),
     saveUninitialized: false,
     cookie: { path: '/console', httpOnly: true, sameSite: 'lax', secure: https, maxAge: SESSION_MAX_AGE_MS },
+  });
+  // A session past its absolute lifetime is ended before anything reads it: the request goes on signed out.
+  app.addHook('onRequest', async (request) => {
+    const { user, signedInAt } = request.session;
+    if (user && !(typeof signedInAt === 'number' && Date.now() - signedInAt < SESSION_ABSOLUTE_MS)) {
+      request.log.info({ user_id: user.id }, 'console session reached its absolute lifetime');
+      await request.session.regenerate();
+    }
   });
   await app.register(csrf, { sessionPlugin: '@fastify/session', getToken: (request) => (request.body as { _csrf?: string } | undefined)?._csrf });
   await app.register(helmet, {

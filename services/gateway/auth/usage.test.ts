@@ -2,7 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../shared/db/db.js';
 import { openDatabase } from '../../shared/db/open.js';
-import { LAST_USED_EVERY_MS, UsageRecorder } from './usage.js';
+import { EVENT_NAME_MAX_AGE_DAYS, LAST_USED_EVERY_MS, MAX_EVENT_NAMES_PER_WORKSPACE, UsageRecorder } from './usage.js';
 
 let db: Db;
 beforeAll(async () => {
@@ -42,6 +42,36 @@ describe('UsageRecorder', () => {
     usage.eventsSent('ws_u', ['sign_up']);
     await usage.close();
     expect(await names()).toEqual([['purchase', 3], ['sign_up', 2]]);
+  });
+
+  it('keeps at most MAX_EVENT_NAMES_PER_WORKSPACE names a workspace, the most sent; a flood of one-off names cannot push them out', async () => {
+    const usage = new UsageRecorder(db);
+    const count = async () => Number((await db.query<{ n: unknown }>(`SELECT count(*) AS n FROM workspace_event_names WHERE workspace_id = 'ws_flood'`)).rows[0]!.n);
+    usage.eventsSent('ws_flood', ['purchase', 'purchase', 'sign_up', 'sign_up']);
+    await usage.flush();
+    for (let round = 0; round < 3; round++) {
+      usage.eventsSent('ws_flood', Array.from({ length: 2 * MAX_EVENT_NAMES_PER_WORKSPACE }, (_, i) => `junk_${round}_${i}`));
+      await usage.flush();
+      expect(await count()).toBe(MAX_EVENT_NAMES_PER_WORKSPACE);
+    }
+    const kept = await db.query<{ name: string }>(`SELECT name FROM workspace_event_names WHERE workspace_id = 'ws_flood' AND name IN ('purchase', 'sign_up') ORDER BY name`);
+    expect(kept.rows.map((r) => r.name)).toEqual(['purchase', 'sign_up']);
+    // The newest one-off names are the ones kept beside them.
+    const newest = await db.query(`SELECT 1 FROM workspace_event_names WHERE workspace_id = 'ws_flood' AND name = 'junk_2_0'`);
+    expect(newest.rows).toHaveLength(1);
+    await usage.close();
+  });
+
+  it(`forgets a name not sent for ${EVENT_NAME_MAX_AGE_DAYS} days, at the workspace's next write`, async () => {
+    const usage = new UsageRecorder(db);
+    const day = 86_400_000;
+    usage.eventsSent('ws_age', ['old_name'], Date.now() - (EVENT_NAME_MAX_AGE_DAYS + 1) * day);
+    usage.eventsSent('ws_age', ['recent_name'], Date.now() - (EVENT_NAME_MAX_AGE_DAYS - 1) * day);
+    await usage.flush();
+    usage.eventsSent('ws_age', ['today']);
+    await usage.close();
+    const rows = await db.query<{ name: string }>(`SELECT name FROM workspace_event_names WHERE workspace_id = 'ws_age' ORDER BY name`);
+    expect(rows.rows.map((r) => r.name)).toEqual(['recent_name', 'today']);
   });
 
   describe('bad input', () => {

@@ -107,7 +107,8 @@ export function describeError(err: ErrorObject): SchemaViolation {
     }
     case 'minLength': {
       const path = toFieldPath(err.instancePath);
-      return { path, message: `${path} must not be empty`, unhashed: false };
+      const message = Number(p.limit) <= 1 ? `${path} must not be empty` : `${path} must be at least ${String(p.limit)} characters`;
+      return { path, message, unhashed: false };
     }
     case 'maxLength': {
       const path = toFieldPath(err.instancePath);

@@ -100,7 +100,7 @@ export class Turns {
 
 /** Opens the embedded store. dataDir undefined = in memory (tests). */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
-  if (dataDir) mkdirSync(dataDir, { recursive: true });
+  if (dataDir) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const worker = new Worker(WORKER_SOURCE, {
     eval: true,
     workerData: { dataDir, pglite: createRequire(import.meta.url).resolve('@electric-sql/pglite') },

@@ -20,12 +20,85 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description The process is up. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            status: "ok";
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -53,12 +126,80 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description Ready to take requests. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            status: "ready";
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Not ready (the store, the log or a stage is not). */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            status: "not ready";
+                        };
+                    };
                 };
             };
         };
@@ -86,12 +227,82 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description The list of error types. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -121,12 +332,99 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description What the error type means and what to do. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -210,13 +508,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -227,13 +525,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description Missing, malformed or unknown credentials. */
                 401: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -244,13 +542,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description The request did not arrive within the deadline. */
                 408: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -261,13 +559,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description The body is too large. */
                 413: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -278,13 +576,30 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
                 415: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -295,13 +610,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description Rate limit exceeded; `Retry-After` says when to retry. */
                 429: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -312,13 +627,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description An unexpected error; nothing was changed. */
                 500: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -329,13 +644,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description RFC 9457 problem document (application/problem+json); `type` resolves to a page describing the error. */
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
                 503: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": {
+                        "application/problem+json": {
                             /** Format: uri */
                             type: string;
                             title: string;
@@ -368,7 +683,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description A request with a key already seen is answered success and not processed. */
+                    /** @description Optional; when sent, not empty or only spaces. A request with a key already seen is answered success and not processed. */
                     "idempotency-key"?: string;
                     /** @description Optional; echoed when sent. Absent or 2026-11-01: as before. 2026-12-01: adds an optional `event_metadata.event_time` on each event. The body below is the newest version. */
                     "api-version"?: "2026-12-01" | "2026-11-01";
@@ -410,7 +725,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
                 400: {
                     headers: {
                         [name: string]: unknown;
@@ -422,7 +737,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description Missing, malformed or unknown credentials. */
                 401: {
                     headers: {
                         [name: string]: unknown;
@@ -434,7 +749,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description The request did not arrive within the deadline. */
                 408: {
                     headers: {
                         [name: string]: unknown;
@@ -446,7 +761,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description The body is too large. */
                 413: {
                     headers: {
                         [name: string]: unknown;
@@ -458,7 +773,19 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                            message: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -470,7 +797,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description Rate limit exceeded; `Retry-After` says when to retry. */
                 429: {
                     headers: {
                         [name: string]: unknown;
@@ -482,7 +809,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description An unexpected error; nothing was changed. */
                 500: {
                     headers: {
                         [name: string]: unknown;
@@ -494,7 +821,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Default Response */
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
                 503: {
                     headers: {
                         [name: string]: unknown;
@@ -550,6 +877,91 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -580,6 +992,125 @@ export interface paths {
                             id?: string;
                             name?: string;
                             plan?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -622,6 +1153,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -658,6 +1291,142 @@ export interface paths {
                             id?: string;
                             name?: string;
                             plan?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -703,6 +1472,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -737,6 +1608,142 @@ export interface paths {
                             mode?: string;
                             name?: string;
                             created_at?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -782,6 +1789,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -799,6 +1908,7 @@ export interface paths {
                     "application/json": {
                         /** Format: email */
                         email: string;
+                        /** @description The new user's password. An email that is already a console user keeps its own password: this one is then not used. */
                         password: string;
                         /** @enum {string} */
                         role: "owner" | "member";
@@ -816,6 +1926,142 @@ export interface paths {
                             id?: string;
                             email?: string;
                             role?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -849,12 +2095,114 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
-                200: {
+                /** @description Revoked: the key gets 401 within 5 s. */
+                204: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -899,6 +2247,108 @@ export interface paths {
                                 platform_event?: string;
                             }[];
                             updated_at?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -950,6 +2400,159 @@ export interface paths {
                                 platform_event?: string;
                             }[];
                             updated_at?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -1023,6 +2626,91 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1045,6 +2733,7 @@ export interface paths {
             parameters: {
                 query?: {
                     limit?: number;
+                    /** @description The `next` of the previous page; any other value is a 422. */
                     cursor?: string;
                     status?: "dead" | "redriven";
                     stage?: "dedupe" | "enrich" | "forwarder";
@@ -1085,6 +2774,125 @@ export interface paths {
                                 event_id?: string | null;
                             }[];
                             next?: string | null;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -1147,6 +2955,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1170,6 +3080,108 @@ export interface paths {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -1203,7 +3215,7 @@ export interface paths {
                         ids?: string[];
                         /** @enum {boolean} */
                         all?: true;
-                    };
+                    } & (unknown | unknown);
                 };
             };
             responses: {
@@ -1219,6 +3231,159 @@ export interface paths {
                                 id?: string;
                                 error?: string;
                             }[];
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Conflicts with what exists. */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -1252,12 +3417,116 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description One record a line, as JSON. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/x-ndjson": string;
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -1279,9 +3548,9 @@ export interface paths {
         /** @description Streams the workspace's accepted events received in [from, to) as NDJSON: one envelope a line (with its `idempotency_key`), in log order. `from` and `to` are RFC 3339 times. */
         get: {
             parameters: {
-                query?: {
-                    from?: string;
-                    to?: string;
+                query: {
+                    from: string;
+                    to: string;
                 };
                 header?: never;
                 path: {
@@ -1291,12 +3560,133 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description One accepted envelope a line, as JSON. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/x-ndjson": string;
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -1367,6 +3757,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1404,6 +3896,159 @@ export interface paths {
                         "application/json": {
                             id?: string;
                             status?: string;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -1473,6 +4118,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1490,12 +4237,131 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
-                200: {
+                /** @description Cancelled. */
+                204: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Conflicts with what exists. */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -1547,6 +4413,142 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         delete?: never;
@@ -1595,6 +4597,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1617,8 +4721,9 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    ws: string;
+                    /** @description At most 100 characters as sent, percent-encoded (longer: 414). */
                     event_id: string;
+                    ws: string;
                 };
                 cookie?: never;
             };
@@ -1660,6 +4765,108 @@ export interface paths {
                                     last_seen_at?: string;
                                 };
                             }[];
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
                         };
                     };
                 };
@@ -1710,6 +4917,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         put?: never;
@@ -1737,6 +5046,108 @@ export interface paths {
                         };
                     };
                 };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
             };
         };
         delete: {
@@ -1750,12 +5161,114 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
-                200: {
+                /** @description Disconnected: credentials deleted, revocation requested. */
+                204: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
@@ -1771,21 +5284,94 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** The link an admin opens to connect: binds the flow to this browser, then redirects to the platform's authorization page */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    state?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
-                200: {
+                /** @description Redirect to the platform's authorization page. */
+                302: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content?: never;
+                };
+                /** @description The link is unknown, expired or already used (a page says which). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The platform could not be reached. */
+                502: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description Connecting is not available (the platform app is not configured). */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
                 };
             };
         };
@@ -1804,21 +5390,92 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
+        /** Where the platform sends the browser back after authorization */
         get: {
             parameters: {
-                query?: never;
+                query?: {
+                    state?: string;
+                    auth_code?: string;
+                    code?: string;
+                    error?: string;
+                    error_description?: string;
+                };
                 header?: never;
                 path?: never;
                 cookie?: never;
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description Connected. */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description Access was not granted, or the link is unknown, expired, used or from another browser (a page says which). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The connection could not be completed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description The platform did not complete the connection, or the ad account could not be read. */
+                502: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description Connecting is not available (the platform app is not configured). */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "text/html": string;
+                    };
                 };
             };
         };
@@ -1846,12 +5503,82 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Default Response */
+                /** @description The ad platform app is not configured */
                 200: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "text/html": string;
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
                 };
             };
         };
