@@ -25,6 +25,10 @@ import { TokenRefresher } from '../forwarder/refresher.js';
 import { Revoker } from '../forwarder/revoker.js';
 import { ForwardSender } from '../forwarder/sender.js';
 import { TokenCipher } from '../forwarder/token-cipher.js';
+import type { DestinationKind } from '../forwarder/destinations/kind.js';
+import { MetaClient, metaKind, type MetaSetup } from '../forwarder/destinations/meta.js';
+import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
+import { DestinationSender } from '../forwarder/destinations/sender.js';
 
 export interface PlatformRoles {
   /** Intake of conversions.ready and the sender. */
@@ -43,6 +47,10 @@ export interface PlatformSide {
   /** The intake stage on conversions.ready (forwarder role): the runtime drives it like the pipeline's stages. */
   readonly intake: Stage<unknown, never> | undefined;
   readonly sender: ForwardSender | undefined;
+  /** The workspace's other destinations (beyond its first TikTok one), their clients and their sender. */
+  readonly destinations: DestinationRepo;
+  readonly metaClient: MetaClient;
+  readonly destinationSender: DestinationSender | undefined;
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
   /** For buildApp's publicExtensions: the OAuth callback and the connection problem pages. */
@@ -114,7 +122,34 @@ export function createPlatformSide(deps: {
         },
       })
     : undefined;
-  const intake = roles.forwarder ? createForwarderIntake({ onQueued: () => sender?.wake() }) : undefined;
+  const destinations = new DestinationRepo(db, cipher);
+  const metaClient = new MetaClient({
+    apiBase: config.meta.apiBase,
+    appId: config.meta.appId,
+    appSecret: config.meta.appSecret,
+    timeoutMs: f.requestTimeoutMs,
+  });
+  const kindFor = (d: Destination): DestinationKind | null => {
+    if (d.kind === 'meta') return metaClient.configured ? metaKind(metaClient, d.setup as unknown as MetaSetup) : null;
+    return null;
+  };
+  const destinationSender = roles.forwarder
+    ? new DestinationSender({
+        destinations,
+        kindFor,
+        logger,
+        owner,
+        options: { lingerMs: f.lingerMs, batchSize: f.batchSize, concurrency: f.concurrency, leaseMs, backoff },
+      })
+    : undefined;
+  const intake = roles.forwarder
+    ? createForwarderIntake({
+        onQueued: () => {
+          sender?.wake();
+          destinationSender?.wake();
+        },
+      })
+    : undefined;
   const flow = new OAuthFlow({
     db,
     cipher,
@@ -134,6 +169,9 @@ export function createPlatformSide(deps: {
     refresher,
     intake,
     sender,
+    destinations,
+    metaClient,
+    destinationSender,
     adminExtensions: roles.console
       ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
       : [],
@@ -159,10 +197,12 @@ export function createPlatformSide(deps: {
       : [],
     start() {
       sender?.start();
+      destinationSender?.start();
       if (roles.refresher) refresher.start();
     },
     async close() {
       await sender?.stop();
+      await destinationSender?.stop();
       await refresher.stop();
     },
   };

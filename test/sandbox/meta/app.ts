@@ -25,6 +25,8 @@ export interface MetaFault {
   message?: string;
   is_transient?: boolean;
   delay_ms?: number;
+  /** Only calls for this pixel (events and pixel endpoints); others pass untouched. */
+  pixel_id?: string;
   times: number;
 }
 
@@ -95,11 +97,13 @@ function graphError(
 }
 
 /** The next queued fault of an endpoint: answers the call (true), or only delays it (false). */
-async function applyFault(state: MetaState, key: MetaFaultKey, reply: FastifyReply, events = 0): Promise<boolean> {
-  const head = state.faults[key][0];
+async function applyFault(state: MetaState, key: MetaFaultKey, reply: FastifyReply, events = 0, pixel?: string): Promise<boolean> {
+  const queue = state.faults[key];
+  const at = queue.findIndex((f) => f.pixel_id === undefined || f.pixel_id === pixel);
+  const head = at === -1 ? undefined : queue[at];
   if (!head) return false;
   head.times -= 1;
-  if (head.times <= 0) state.faults[key].shift();
+  if (head.times <= 0) queue.splice(at, 1);
   if (head.delay_ms) await sleep(head.delay_ms);
   if (head.code === undefined && head.http_status === undefined) return false;
   graphError(state, reply, key, {
@@ -165,6 +169,7 @@ function parseFaults(body: unknown): Partial<Record<MetaFaultKey, MetaFault[]>> 
         return `${key}[${i}]: http_status, code, error_subcode, delay_ms and times must be integers in range`;
       }
       if (f.http_status === undefined && f.code === undefined && f.delay_ms === undefined) return `${key}[${i}]: needs http_status, code or delay_ms`;
+      if (f.pixel_id !== undefined && typeof f.pixel_id !== 'string') return `${key}[${i}].pixel_id: must be a string`;
       faults.push({ ...(f as Omit<MetaFault, 'times'>), times: (f.times as number | undefined) ?? 1 });
     }
     out[key as MetaFaultKey] = faults;
@@ -257,7 +262,7 @@ export function buildMetaSandbox(opts: MetaSandboxOptions = {}): MetaSandboxApp 
 
   app.get(`${v}/:pixel`, async (request, reply) => {
     const { pixel } = request.params as { pixel: string };
-    if (await applyFault(state, 'pixel', reply)) return reply;
+    if (await applyFault(state, 'pixel', reply, 0, pixel)) return reply;
     const problem = tokenProblem(state, tokenOf(request), request);
     if (problem) return graphError(state, reply, 'pixel', problem);
     if (!state.pixels.has(pixel)) return graphError(state, reply, 'pixel', unknownObject(pixel));
@@ -269,7 +274,7 @@ export function buildMetaSandbox(opts: MetaSandboxOptions = {}): MetaSandboxApp 
     const { pixel } = request.params as { pixel: string };
     const body = request.body;
     const events = isObj(body) && Array.isArray(body.data) ? body.data.length : 0;
-    if (await applyFault(state, 'events', reply, events)) return reply;
+    if (await applyFault(state, 'events', reply, events, pixel)) return reply;
     const problem = tokenProblem(state, tokenOf(request), request);
     if (problem) return graphError(state, reply, 'events', { ...problem, events });
     if (!state.pixels.has(pixel)) return graphError(state, reply, 'events', { ...unknownObject(pixel), events });
