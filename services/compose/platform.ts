@@ -29,6 +29,9 @@ import type { DestinationKind } from '../forwarder/destinations/kind.js';
 import { MetaClient, metaKind, type MetaSetup } from '../forwarder/destinations/meta.js';
 import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
 import { DestinationSender } from '../forwarder/destinations/sender.js';
+import { DestinationFlow } from '../forwarder/destinations/flow.js';
+import { destinationRoutes } from '../console/routes/destinations.js';
+import { destinationCallbackRoutes } from '../console/destination-callback.js';
 
 export interface PlatformRoles {
   /** Intake of conversions.ready and the sender. */
@@ -161,6 +164,15 @@ export function createPlatformSide(deps: {
     onConnected: () => sender?.wake(),
   });
   const workspaces = new WorkspaceRepo(db);
+  const destinationFlow = new DestinationFlow({
+    db,
+    destinations,
+    meta: metaClient,
+    metaAuthUrl: config.meta.authUrl,
+    publicBaseUrl: config.publicBaseUrl,
+    logger,
+    onConnected: () => destinationSender?.wake(),
+  });
 
   return {
     connections,
@@ -173,12 +185,27 @@ export function createPlatformSide(deps: {
     metaClient,
     destinationSender,
     adminExtensions: roles.console
-      ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
+      ? [
+          (app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl }),
+          (app) =>
+            destinationRoutes(app, {
+              db,
+              workspaces,
+              destinations,
+              destinationFlow,
+              meta: metaClient,
+              connections,
+              flow,
+              revoker,
+              publicBaseUrl: config.publicBaseUrl,
+            }),
+        ]
       : [],
     publicExtensions: roles.console
       ? [
           (app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }),
           connectionProblemPages,
+          (app) => destinationCallbackRoutes(app, { flow: destinationFlow, secureCookies: config.publicBaseUrl.startsWith('https:') }),
           // The workspace settings console at /console, in its own scope (its sessions, CSRF and CSP cover only it).
           (app) =>
             consoleWebPlugin(app, {

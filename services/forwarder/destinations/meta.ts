@@ -98,6 +98,10 @@ export class MetaClient {
     return this.opts.appId !== undefined && this.opts.appSecret !== undefined;
   }
 
+  appIdOrThrow(): string {
+    return this.app().client_id;
+  }
+
   private app(): { client_id: string; client_secret: string } {
     if (!this.opts.appId || !this.opts.appSecret) throw new MetaNotConfiguredError();
     return { client_id: this.opts.appId, client_secret: this.opts.appSecret };

@@ -53,5 +53,7 @@ CREATE TABLE destination_oauth_states (
   redirect_uri    text NOT NULL,
   created_at      timestamptz NOT NULL DEFAULT now(),
   expires_at      timestamptz NOT NULL,
-  used_at         timestamptz
+  used_at         timestamptz,
+  -- SHA-256 of the random value the connecting browser holds in a cookie (set by /oauth/destination/start)
+  binding_hash    text
 );
