@@ -17,7 +17,10 @@ export type PlatformEndpoint =
   | 'meta_token'
   | 'meta_pixel'
   | 'meta_events'
-  | 'meta_revoke';
+  | 'meta_revoke'
+  | 'google_token'
+  | 'google_revoke'
+  | 'google_ingest';
 
 export interface PlatformAnswer {
   readonly endpoint: PlatformEndpoint;
