@@ -27,6 +27,8 @@ import { ForwardSender } from '../forwarder/sender.js';
 import { TokenCipher } from '../forwarder/token-cipher.js';
 import type { DestinationKind } from '../forwarder/destinations/kind.js';
 import { MetaClient, metaKind, type MetaSetup } from '../forwarder/destinations/meta.js';
+import { GoogleClient, googleKind, parseGoogleGrant, type GoogleSetup } from '../forwarder/destinations/google.js';
+import type { RefreshOutcome } from '../forwarder/destinations/sender.js';
 import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
 import { DestinationSender } from '../forwarder/destinations/sender.js';
 import { DestinationFlow } from '../forwarder/destinations/flow.js';
@@ -53,6 +55,7 @@ export interface PlatformSide {
   /** The workspace's other destinations (beyond its first TikTok one), their clients and their sender. */
   readonly destinations: DestinationRepo;
   readonly metaClient: MetaClient;
+  readonly googleClient: GoogleClient;
   readonly destinationSender: DestinationSender | undefined;
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
@@ -132,14 +135,33 @@ export function createPlatformSide(deps: {
     appSecret: config.meta.appSecret,
     timeoutMs: f.requestTimeoutMs,
   });
+  const googleClient = new GoogleClient({
+    apiBase: config.google.apiBase,
+    tokenUrl: config.google.tokenUrl,
+    revokeUrl: config.google.revokeUrl,
+    clientId: config.google.clientId,
+    clientSecret: config.google.clientSecret,
+    timeoutMs: f.requestTimeoutMs,
+  });
   const kindFor = (d: Destination): DestinationKind | null => {
     if (d.kind === 'meta') return metaClient.configured ? metaKind(metaClient, d.setup as unknown as MetaSetup) : null;
+    if (d.kind === 'google') return googleClient.configured ? googleKind(googleClient, d.setup as unknown as GoogleSetup) : null;
     return null;
+  };
+  const refreshDestination = async (d: Destination, refreshToken: string): Promise<RefreshOutcome> => {
+    if (d.kind !== 'google' || !googleClient.configured) return { error: `a ${d.kind} destination has no refresh here`, transient: false };
+    const answer = await googleClient.refresh(refreshToken);
+    const grant = parseGoogleGrant(answer);
+    if (!('error' in grant)) return { accessToken: grant.accessToken, expiresIn: grant.expiresIn };
+    // No answer, throttling or a server error: the grant may well be fine.
+    const transient = answer.transportError !== null || answer.httpStatus === 429 || answer.httpStatus >= 500;
+    return { error: grant.error, transient };
   };
   const destinationSender = roles.forwarder
     ? new DestinationSender({
         destinations,
         kindFor,
+        refresh: refreshDestination,
         logger,
         owner,
         options: { lingerMs: f.lingerMs, batchSize: f.batchSize, concurrency: f.concurrency, leaseMs, backoff },
@@ -169,6 +191,8 @@ export function createPlatformSide(deps: {
     destinations,
     meta: metaClient,
     metaAuthUrl: config.meta.authUrl,
+    google: googleClient,
+    googleAuthUrl: config.google.authUrl,
     publicBaseUrl: config.publicBaseUrl,
     logger,
     onConnected: () => destinationSender?.wake(),
@@ -183,6 +207,7 @@ export function createPlatformSide(deps: {
     sender,
     destinations,
     metaClient,
+    googleClient,
     destinationSender,
     adminExtensions: roles.console
       ? [
@@ -194,6 +219,7 @@ export function createPlatformSide(deps: {
               destinations,
               destinationFlow,
               meta: metaClient,
+              google: googleClient,
               connections,
               flow,
               revoker,

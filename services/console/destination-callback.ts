@@ -8,6 +8,7 @@ import cookie from '@fastify/cookie';
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DESTINATION_CALLBACK_PATH, DESTINATION_START_PATH, DESTINATION_STATE_TTL_MS, type DestinationFlow } from '../forwarder/destinations/flow.js';
+import { GoogleNotConfiguredError } from '../forwarder/destinations/google.js';
 import { MetaNotConfiguredError } from '../forwarder/destinations/meta.js';
 import { sha256Hex } from '../shared/ids.js';
 import { registerPageSecurityHeaders } from '../shared/page-security.js';
@@ -32,7 +33,7 @@ export async function destinationCallbackRoutes(app: FastifyInstance, deps: { fl
     try {
       bound = await deps.flow.bind(state, binding);
     } catch (err) {
-      if (err instanceof MetaNotConfiguredError) return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
+      if (err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError) return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
       throw err;
     }
     if (!bound.ok) return reply.code(bound.status).send(htmlPage('This link cannot be used', [bound.message, 'Nothing was changed.']));

@@ -5,6 +5,7 @@ import { buildApp } from '../../compose/app.js';
 import { createPlatformSide, type PlatformSide } from '../../compose/platform.js';
 import { conversion, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
+import { GOOGLE_APP, startGoogleSandbox, type RunningGoogleSandbox } from '../../../test/sandbox/google/app.js';
 import { loadConfig } from '../../shared/config.js';
 import { silentLogger } from '../../shared/logger.js';
 
@@ -17,6 +18,7 @@ let app: FastifyInstance;
 let bare: FastifyInstance;
 let side: PlatformSide;
 let metaEnv: Record<string, string>;
+let google: RunningGoogleSandbox;
 
 /** The admin app, and its platform side (whose destination sender shares its credentials key). */
 async function appFor(env: Record<string, string>): Promise<{ app: FastifyInstance; side: PlatformSide }> {
@@ -29,7 +31,19 @@ async function appFor(env: Record<string, string>): Promise<{ app: FastifyInstan
 
 beforeAll(async () => {
   meta = await startMetaSandbox({ pixels: [PIXEL] });
-  metaEnv = { META_API_BASE: meta.apiBase, META_AUTH_URL: meta.authUrl, META_APP_ID: META_APP.id, META_APP_SECRET: META_APP.secret };
+  google = await startGoogleSandbox();
+  metaEnv = {
+    META_API_BASE: meta.apiBase,
+    META_AUTH_URL: meta.authUrl,
+    META_APP_ID: META_APP.id,
+    META_APP_SECRET: META_APP.secret,
+    GOOGLE_API_BASE: google.apiBase,
+    GOOGLE_AUTH_URL: google.authUrl,
+    GOOGLE_TOKEN_URL: google.tokenUrl,
+    GOOGLE_REVOKE_URL: google.revokeUrl,
+    GOOGLE_CLIENT_ID: GOOGLE_APP.id,
+    GOOGLE_CLIENT_SECRET: GOOGLE_APP.secret,
+  };
   rig = await startRig({ env: { ...metaEnv, FORWARDER_LINGER_MS: '0' } });
   ({ app, side } = await appFor({ ...sandboxPlatformEnv(rig.sandbox), ...metaEnv }));
   ({ app: bare } = await appFor({}));
@@ -40,6 +54,7 @@ afterAll(async () => {
   await bare?.close();
   await rig?.close();
   await meta?.close();
+  await google?.close();
 });
 
 const metaSetup = (over: Record<string, unknown> = {}) => ({
@@ -49,6 +64,7 @@ const metaSetup = (over: Record<string, unknown> = {}) => ({
   events: [{ name: 'purchase', platform_event: 'Purchase' }],
   ...over,
 });
+const googleSetup = { customer_id: '1234567890', conversion_action_id: '555', pii_mode: 'hashed', events: [{ name: 'purchase', platform_event: 'purchase' }] };
 const tiktokSetup = { event_source: 'WEB', event_source_id: 'PIXEL123', pii_mode: 'hashed', click_window_days: 7, events: [{ name: 'purchase', platform_event: 'CompletePayment' }] };
 
 async function createMeta(ws: string, over: Record<string, unknown> = {}): Promise<{ id: string }> {
@@ -103,7 +119,8 @@ describe('/destinations', () => {
       ['an event listed twice', { kind: 'meta', name: 'x', setup: metaSetup({ events: [{ name: 'a', platform_event: 'Lead' }, { name: 'a', platform_event: 'Purchase' }] }) }, 400, /listed more than once/],
       ['an unknown setup field', { kind: 'meta', name: 'x', setup: metaSetup({ pixel: '1' }) }, 400, /Unrecognized key/],
       ['a tiktok setup without events', { kind: 'tiktok', name: 'x', setup: { ...tiktokSetup, events: undefined } }, 400, /events/],
-      ['a kind not available yet', { kind: 'google', name: 'x', setup: metaSetup() }, 400, /google is not available yet/],
+      ['a google setup with a dashed customer id', { kind: 'google', name: 'x', setup: { ...googleSetup, customer_id: '123-456-7890' } }, 400, /setup.customer_id/],
+      ['a meta setup for a google destination', { kind: 'google', name: 'x', setup: metaSetup() }, 400, /setup/],
     ])('refuses %s', async (_n, payload, status, message) => {
       const ws = await rig.workspace();
       const r = await app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
@@ -189,5 +206,48 @@ describe('/destinations/{id}/connection (Meta)', () => {
       expect(unconfigured.statusCode).toBe(503);
       expect(unconfigured.json().detail).toMatch(/META_APP_ID and META_APP_SECRET/);
     });
+  });
+});
+
+describe('/destinations/{id}/connection (Google)', () => {
+  it('connects with a refresh token, refreshes when the access token expires, re-authorises when the grant is gone, and revokes on disconnect', async () => {
+    const ws = await rig.workspace();
+    const created = await app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload: { kind: 'google', name: 'Google Ads', setup: googleSetup } });
+    expect(created.statusCode, created.body).toBe(201);
+    const id = created.json().id as string;
+    const c = await connectInBrowser(ws, id);
+    expect(c.status, c.body).toBe(200);
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json()).toMatchObject({ status: 'connected', account_id: '1234567890' });
+
+    await rig.db.query('INSERT INTO forwarding_setups (workspace_id, event_source, event_source_id, pii_mode, click_window_days, events) VALUES ($1, $2, $3, $4, $5, $6::jsonb)', [ws, 'WEB', 'P', 'hashed', 7, JSON.stringify(tiktokSetup.events)]);
+    const send = async () => {
+      const conv = conversion(ws, { event_name: 'purchase', record: { page: { url: 'https://shop.example/?gclid=GC1' }, properties: { value: 9, currency: 'USD' } } });
+      await rig.append([conv]);
+      await rig.intake.drain();
+      await side.destinationSender!.drain(id);
+      const got = ((await (await fetch(`${google.controlUrl}/received`)).json()) as { events: Array<{ event: { transactionId: string; adIdentifiers?: unknown } }> }).events;
+      return got.filter((e) => e.event.transactionId === conv.event_id);
+    };
+    expect(await send()).toMatchObject([{ event: { adIdentifiers: { gclid: 'GC1' } } }]);
+
+    // The hour is over: the access token is refused, refreshed once, and the batch goes.
+    await fetch(`${google.controlUrl}/expire-access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(await send()).toHaveLength(1);
+
+    // The grant is gone (the refresh is refused): the destination needs re-authorisation, the conversion waits.
+    await fetch(`${google.controlUrl}/expire-access`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    await fetch(`${google.controlUrl}/faults`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token: [{ http_status: 400, message: 'invalid_grant' }] }) });
+    expect(await send()).toHaveLength(0);
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json()).toMatchObject({ status: 'needs_reauth', reason: expect.stringMatching(/refresh refused/) });
+    const again = await connectInBrowser(ws, id);
+    expect(again.status, again.body).toBe(200);
+    await side.destinationSender!.drain(id);
+    const waiting = await rig.db.query<{ n: unknown }>('SELECT count(*) AS n FROM destination_outbox WHERE destination_id = $1', [id]);
+    expect(Number(waiting.rows[0]!.n)).toBe(0);
+
+    const revokes = async () => ((await (await fetch(`${google.controlUrl}/calls?endpoint=revoke`)).json()) as { calls: Array<{ http_status: number }> }).calls;
+    const before = (await revokes()).length;
+    expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/${id}`, headers: auth })).statusCode).toBe(204);
+    expect((await revokes()).slice(before)).toEqual([expect.objectContaining({ http_status: 200 })]);
   });
 });

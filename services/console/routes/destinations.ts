@@ -11,6 +11,7 @@ import { destinationConversions } from '../../forwarder/metrics.js';
 import { DESTINATION_KINDS, type DestinationKindName } from '../../forwarder/destinations/kind.js';
 import { DestinationFlow, KindNotConnectableError } from '../../forwarder/destinations/flow.js';
 import { MetaNotConfiguredError, metaSetupSchema, type MetaClient } from '../../forwarder/destinations/meta.js';
+import { GoogleNotConfiguredError, googleSetupSchema, type GoogleClient } from '../../forwarder/destinations/google.js';
 import type { Destination, DestinationRepo, DestinationSetup } from '../../forwarder/destinations/repo.js';
 import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
 import { PlatformNotConfiguredError } from '../../forwarder/platform-client.js';
@@ -32,6 +33,7 @@ export interface DestinationRouteDeps {
   readonly destinations: DestinationRepo;
   readonly destinationFlow: DestinationFlow;
   readonly meta: MetaClient;
+  readonly google: GoogleClient;
   readonly connections: ConnectionRepo;
   readonly flow: OAuthFlow;
   readonly revoker: Revoker;
@@ -42,8 +44,8 @@ const tiktokSetupValid = new Ajv({ allErrors: false, strict: false }).compile(se
 
 /** The setup as the kind requires it, or a message saying what is wrong. */
 export function parseSetup(kind: DestinationKindName, setup: unknown): { ok: true; setup: DestinationSetup } | { ok: false; message: string } {
-  if (kind === 'meta') {
-    const r = metaSetupSchema.safeParse(setup);
+  if (kind === 'meta' || kind === 'google') {
+    const r = (kind === 'meta' ? metaSetupSchema : googleSetupSchema).safeParse(setup);
     if (!r.success) {
       const i = r.error.issues[0]!;
       return { ok: false, message: `setup.${i.path.join('.') || '(root)'}: ${i.message}` };
@@ -61,7 +63,7 @@ export function parseSetup(kind: DestinationKindName, setup: unknown): { ok: tru
     if (repeated !== undefined) return { ok: false, message: `setup.events: "${repeated}" is listed more than once` };
     return { ok: true, setup: setup as unknown as DestinationSetup };
   }
-  return { ok: false, message: `kind ${kind} is not available yet (tiktok and meta are)` };
+  return { ok: false, message: `kind ${String(kind)} is not available` };
 }
 
 const iso = (d: Date | null): string | null => (d ? d.toISOString() : null);
@@ -168,10 +170,12 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   /** Credentials deleted and queued conversions dropped at once; the platform asked to revoke, briefly awaited. */
   const disconnect = async (request: FastifyRequest, d: Destination, remove: boolean): Promise<void> => {
-    const { accessToken, dropped } = remove ? { ...(await deps.destinations.remove(d.workspaceId, d.id)), dropped: 0 } : await deps.destinations.disconnect(d.id);
+    const { accessToken, refreshToken, dropped } = remove ? { ...(await deps.destinations.remove(d.workspaceId, d.id)), dropped: 0 } : await deps.destinations.disconnect(d.id);
     if (dropped > 0) destinationConversions.inc({ destination: d.kind, outcome: 'dropped', code: 'disconnected' }, dropped);
-    if (accessToken === null || d.kind !== 'meta') return;
-    const answer = await deps.meta.revoke(accessToken);
+    // Google: revoking the refresh token ends the whole grant; Meta: removing the app's permissions does.
+    const token = d.kind === 'google' ? (refreshToken ?? accessToken) : accessToken;
+    if (token === null) return;
+    const answer = d.kind === 'google' ? await deps.google.revoke(token) : await deps.meta.revoke(token);
     if (answer.code === 0) request.log.info({ destination: d.id }, 'destination permissions revoked');
     // A token Meta no longer takes has nothing left to revoke; anything else is logged for the operator.
     else request.log.warn({ destination: d.id, code: answer.code, message: answer.message }, 'destination revocation not confirmed');
@@ -201,7 +205,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
       return { authorize_url: started.startUrl, redirect_uri: deps.destinationFlow.redirectUri, expires_at: started.expiresAt.toISOString() };
     } catch (err) {
       if (err instanceof KindNotConnectableError) throw new IngestError('validation', err.message);
-      if (!(err instanceof PlatformNotConfiguredError || err instanceof MetaNotConfiguredError)) throw err;
+      if (!(err instanceof PlatformNotConfiguredError || err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError)) throw err;
       return sendConnectionProblem(request, reply as FastifyReply, deps.publicBaseUrl, CONNECTION_PROBLEMS.notConfigured, err.message);
     }
   });

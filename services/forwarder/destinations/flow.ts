@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Db } from '../../shared/db/db.js';
 import { sha256Hex } from '../../shared/ids.js';
 import type { Logger } from '../../shared/logger.js';
+import { GOOGLE_SCOPE, GoogleNotConfiguredError, parseGoogleGrant, type GoogleClient } from './google.js';
 import { connectMeta, MetaNotConfiguredError, type MetaClient } from './meta.js';
 import type { Destination, DestinationRepo } from './repo.js';
 
@@ -28,6 +29,8 @@ export class DestinationFlow {
       readonly destinations: DestinationRepo;
       readonly meta: MetaClient;
       readonly metaAuthUrl: string;
+      readonly google: GoogleClient;
+      readonly googleAuthUrl: string;
       readonly publicBaseUrl: string;
       readonly logger: Logger;
       readonly onConnected?: () => void;
@@ -40,8 +43,7 @@ export class DestinationFlow {
 
   /** Begins connecting; `startUrl` is the service's link that binds the browser, then leads to the platform. */
   async start(d: Destination): Promise<{ startUrl: string; expiresAt: Date }> {
-    if (d.kind !== 'meta') throw new KindNotConnectableError(`a ${d.kind} destination cannot be connected here`);
-    if (!this.deps.meta.configured) throw new MetaNotConfiguredError();
+    this.requireConfigured(d.kind);
     const state = randomBytes(32).toString('base64url');
     const expiresAt = new Date(Date.now() + DESTINATION_STATE_TTL_MS);
     await this.deps.db.transaction(async (tx) => {
@@ -56,6 +58,12 @@ export class DestinationFlow {
     return { startUrl: `${this.deps.publicBaseUrl}${DESTINATION_START_PATH}?state=${encodeURIComponent(state)}`, expiresAt };
   }
 
+  private requireConfigured(kind: Destination['kind']): void {
+    if (kind === 'meta' && !this.deps.meta.configured) throw new MetaNotConfiguredError();
+    if (kind === 'google' && !this.deps.google.configured) throw new GoogleNotConfiguredError();
+    if (kind !== 'meta' && kind !== 'google') throw new KindNotConnectableError(`a ${kind} destination cannot be connected here`);
+  }
+
   /** Binds an open state to this browser; the platform's dialog URL to send it to, or why not. */
   async bind(state: string, binding: string): Promise<{ ok: true; authorizeUrl: string } | Extract<DestinationCallbackResult, { ok: false }>> {
     if (state === '' || state.length > 512) return { ok: false, status: 400, reason: 'missing_state', message: 'The link has no valid state parameter.' };
@@ -66,14 +74,24 @@ export class DestinationFlow {
       [sha256Hex(state), sha256Hex(binding)],
     );
     if (!r.rows[0]) return { ok: false, status: 400, reason: 'unknown_state', message: 'This link is unknown, used, expired or opened in another browser.' };
-    if (!this.deps.meta.configured) throw new MetaNotConfiguredError();
-    const url = new URL(this.deps.metaAuthUrl);
-    url.searchParams.set('client_id', this.deps.meta.appIdOrThrow());
+    const d = await this.deps.destinations.byId(r.rows[0].destination_id);
+    if (!d) return { ok: false, status: 404, reason: 'unknown_destination', message: 'The destination was removed meanwhile.' };
+    this.requireConfigured(d.kind);
+    const google = d.kind === 'google';
+    const url = new URL(google ? this.deps.googleAuthUrl : this.deps.metaAuthUrl);
+    url.searchParams.set('client_id', google ? this.deps.google.clientIdOrThrow() : this.deps.meta.appIdOrThrow());
     url.searchParams.set('redirect_uri', this.redirectUri);
     url.searchParams.set('state', state);
-    // What the Conversions API needs: sending events to the advertiser's datasets (pixels).
-    url.searchParams.set('scope', 'ads_management,business_management');
     url.searchParams.set('response_type', 'code');
+    if (google) {
+      // offline + consent: Google returns a refresh token on every grant, not only on the first.
+      url.searchParams.set('scope', GOOGLE_SCOPE);
+      url.searchParams.set('access_type', 'offline');
+      url.searchParams.set('prompt', 'consent');
+    } else {
+      // What the Conversions API needs: sending events to the advertiser's datasets (pixels).
+      url.searchParams.set('scope', 'ads_management,business_management');
+    }
     return { ok: true, authorizeUrl: url.toString() };
   }
 
@@ -98,7 +116,8 @@ export class DestinationFlow {
     if (typeof q.code !== 'string' || q.code === '') return { ok: false, status: 400, reason: 'missing_code', message: 'The platform sent no authorisation code.' };
     const d = await this.deps.destinations.byId(row.destination_id);
     if (!d) return { ok: false, status: 404, reason: 'unknown_destination', message: 'The destination was removed meanwhile.' };
-    const grant = await connectMeta(this.deps.meta, q.code, row.redirect_uri, String(d.setup.pixel_id ?? ''));
+    const grant =
+      d.kind === 'google' ? await this.connectGoogle(q.code, row.redirect_uri, String(d.setup.customer_id ?? '')) : await connectMeta(this.deps.meta, q.code, row.redirect_uri, String(d.setup.pixel_id ?? ''));
     if ('error' in grant) {
       this.deps.logger.warn({ destination: d.id, reason: grant.error }, 'destination connection failed');
       return { ok: false, status: 502, reason: 'exchange_failed', message: grant.error };
@@ -107,5 +126,17 @@ export class DestinationFlow {
     this.deps.logger.info({ destination: d.id, workspace: d.workspaceId, account: grant.accountId }, 'destination connected');
     this.deps.onConnected?.();
     return { ok: true, destinationId: d.id, accountId: grant.accountId };
+  }
+
+  /** Google's code for an access token and a refresh token; without a refresh token the grant is useless. */
+  private async connectGoogle(
+    code: string,
+    redirectUri: string,
+    customerId: string,
+  ): Promise<{ accessToken: string; expiresIn: number | undefined; refreshToken: string; accountId: string } | { error: string }> {
+    const g = parseGoogleGrant(await this.deps.google.exchangeCode(code, redirectUri));
+    if ('error' in g) return { error: `code exchange refused: ${g.error}` };
+    if (g.refreshToken === undefined) return { error: 'Google returned no refresh token (offline access was not granted)' };
+    return { accessToken: g.accessToken, expiresIn: g.expiresIn, refreshToken: g.refreshToken, accountId: customerId };
   }
 }

@@ -89,6 +89,10 @@ export class GoogleClient {
     return this.opts.clientId !== undefined && this.opts.clientSecret !== undefined;
   }
 
+  clientIdOrThrow(): string {
+    return this.client().client_id;
+  }
+
   private client(): { client_id: string; client_secret: string } {
     if (!this.opts.clientId || !this.opts.clientSecret) throw new GoogleNotConfiguredError();
     return { client_id: this.opts.clientId, client_secret: this.opts.clientSecret };

@@ -59,6 +59,7 @@ export interface DestinationRow {
 const ms = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
 const toDate = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string));
 const aad = (destinationId: string): string => `${destinationId}:access`;
+const refreshAad = (destinationId: string): string => `${destinationId}:refresh`;
 
 interface Row {
   id: string;
@@ -126,43 +127,66 @@ export class DestinationRepo {
   }
 
   /** Removes a destination with its outbox and ledger; returns its access token (to revoke), or null. */
-  async remove(workspaceId: string, id: string): Promise<{ found: boolean; accessToken: string | null }> {
-    const r = await this.db.query<{ id: string; access_token_enc: string | null }>(
-      'DELETE FROM destinations WHERE workspace_id = $1 AND id = $2 RETURNING id, access_token_enc',
+  async remove(workspaceId: string, id: string): Promise<{ found: boolean; accessToken: string | null; refreshToken: string | null }> {
+    const r = await this.db.query<{ id: string; access_token_enc: string | null; refresh_token_enc: string | null }>(
+      'DELETE FROM destinations WHERE workspace_id = $1 AND id = $2 RETURNING id, access_token_enc, refresh_token_enc',
       [workspaceId, id],
     );
     const row = r.rows[0];
-    if (!row) return { found: false, accessToken: null };
-    return { found: true, accessToken: this.openQuietly(id, row.access_token_enc) };
+    if (!row) return { found: false, accessToken: null, refreshToken: null };
+    return { found: true, accessToken: this.openQuietly(id, row.access_token_enc), refreshToken: this.openQuietly(id, row.refresh_token_enc, refreshAad(id)) };
   }
 
   // ------------------------------------------------------------ the connection
 
-  async storeConnected(id: string, c: { accessToken: string; expiresIn: number | undefined; accountId: string }): Promise<void> {
+  async storeConnected(id: string, c: { accessToken: string; expiresIn: number | undefined; accountId: string; refreshToken?: string }): Promise<void> {
     await this.db.query(
-      `UPDATE destinations SET status = 'connected', status_reason = NULL, account_id = $2, access_token_enc = $3,
+      `UPDATE destinations SET status = 'connected', status_reason = NULL, account_id = $2, access_token_enc = $3, refresh_token_enc = $5,
               access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END,
               generation = generation + 1, connected_at = now(), send_failures = 0, send_not_before = NULL,
               send_lease_owner = NULL, send_lease_until = NULL, updated_at = now()
        WHERE id = $1`,
-      [id, c.accountId, this.cipher.seal(c.accessToken, aad(id)), c.expiresIn ?? null],
+      [id, c.accountId, this.cipher.seal(c.accessToken, aad(id)), c.expiresIn ?? null, c.refreshToken === undefined ? null : this.cipher.seal(c.refreshToken, refreshAad(id))],
     );
+  }
+
+  /** A renewed access token, stored only while the connection it was renewed for still stands. */
+  async storeRefreshed(id: string, generation: number, accessToken: string, expiresIn: number | undefined): Promise<boolean> {
+    const r = await this.db.query(
+      `UPDATE destinations SET access_token_enc = $3,
+              access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END, updated_at = now()
+       WHERE id = $1 AND generation = $2 AND status = 'connected' RETURNING id`,
+      [id, generation, this.cipher.seal(accessToken, aad(id)), expiresIn ?? null],
+    );
+    return r.rows.length === 1;
+  }
+
+  /** The refresh token of a destination (null: none, or it does not open under today's key). */
+  async refreshToken(id: string): Promise<string | null> {
+    const r = await this.db.query<{ refresh_token_enc: string | null }>('SELECT refresh_token_enc FROM destinations WHERE id = $1', [id]);
+    const sealed = r.rows[0]?.refresh_token_enc ?? null;
+    if (sealed === null) return null;
+    try {
+      return this.cipher.open(sealed, refreshAad(id));
+    } catch {
+      return null;
+    }
   }
 
   /**
    * Stored credentials deleted, forwarding stopped: the waiting conversions are dropped (they would go out under
    * a connection the advertiser ended). Returns the token to revoke, or null when there was none.
    */
-  async disconnect(id: string): Promise<{ accessToken: string | null; dropped: number }> {
+  async disconnect(id: string): Promise<{ accessToken: string | null; refreshToken: string | null; dropped: number }> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ access_token_enc: string | null; workspace_id: string }>(
-        'SELECT access_token_enc, workspace_id FROM destinations WHERE id = $1 FOR UPDATE',
+      const r = await tx.query<{ access_token_enc: string | null; refresh_token_enc: string | null; workspace_id: string }>(
+        'SELECT access_token_enc, refresh_token_enc, workspace_id FROM destinations WHERE id = $1 FOR UPDATE',
         [id],
       );
       const row = r.rows[0];
-      if (!row) return { accessToken: null, dropped: 0 };
+      if (!row) return { accessToken: null, refreshToken: null, dropped: 0 };
       await tx.query(
-        `UPDATE destinations SET status = 'disconnected', status_reason = 'disconnected by an admin', access_token_enc = NULL,
+        `UPDATE destinations SET status = 'disconnected', status_reason = 'disconnected by an admin', access_token_enc = NULL, refresh_token_enc = NULL,
                 access_expires_at = NULL, generation = generation + 1, send_lease_owner = NULL, send_lease_until = NULL,
                 updated_at = now()
          WHERE id = $1`,
@@ -170,7 +194,11 @@ export class DestinationRepo {
       );
       const d = await tx.query('DELETE FROM destination_outbox WHERE destination_id = $1 RETURNING id', [id]);
       if (d.rows.length > 0) await recordActivity(tx, [{ workspaceId: row.workspace_id, kind: 'dropped', key: 'disconnected', n: d.rows.length }]);
-      return { accessToken: this.openQuietly(id, row.access_token_enc), dropped: d.rows.length };
+      return {
+        accessToken: this.openQuietly(id, row.access_token_enc),
+        refreshToken: this.openQuietly(id, row.refresh_token_enc, refreshAad(id)),
+        dropped: d.rows.length,
+      };
     });
   }
 
@@ -184,10 +212,10 @@ export class DestinationRepo {
     return r.rows.length === 1;
   }
 
-  private openQuietly(id: string, sealed: string | null): string | null {
+  private openQuietly(id: string, sealed: string | null, associated = aad(id)): string | null {
     if (sealed === null) return null;
     try {
-      return this.cipher.open(sealed, aad(id));
+      return this.cipher.open(sealed, associated);
     } catch {
       return null; // unreadable under today's key: nothing we could revoke with
     }

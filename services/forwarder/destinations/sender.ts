@@ -21,7 +21,15 @@ export interface DestinationSenderOptions {
   readonly backoff: BackoffPolicy;
 }
 
+/** A renewed access token, or why not (`transient`: try again later; otherwise the grant is gone). */
+export type RefreshOutcome = { readonly accessToken: string; readonly expiresIn: number | undefined } | { readonly error: string; readonly transient: boolean };
+
+/** Renews access tokens shortly before they expire, so the hourly expiry of OAuth kinds costs no refused request. */
+const REFRESH_AHEAD_MS = 60_000;
+
 export interface DestinationSenderDeps {
+  /** Renews a destination's access token with its refresh token (kinds with `oauth_refresh`). */
+  readonly refresh?: (d: Destination, refreshToken: string) => Promise<RefreshOutcome>;
   readonly destinations: DestinationRepo;
   /** The kind that delivers to a destination, or null when this deployment cannot (its app is not configured). */
   readonly kindFor: (d: Destination) => DestinationKind | null;
@@ -106,12 +114,21 @@ export class DestinationSender {
         return;
       }
       const limit = Math.min(options.batchSize, kind.batchLimit);
+      let accessToken = leased.accessToken;
+      const expires = leased.destination.accessExpiresAt;
+      if (kind.auth === 'oauth_refresh' && expires !== null && expires.getTime() - Date.now() < REFRESH_AHEAD_MS) {
+        const fresh = await this.renew(leased.destination, leased.generation);
+        if (fresh === null) return;
+        accessToken = fresh;
+      }
       while (!this.stopping) {
         const group = await repo.readyGroup(id, options.lingerMs, limit);
         if (!group) return;
         const rows = await repo.take(id, group, limit);
         if (rows.length === 0) return;
-        if (!(await this.deliver(kind, leased.destination, leased.generation, leased.accessToken, group, rows))) return;
+        const next = await this.deliver(kind, leased.destination, leased.generation, accessToken, group, rows);
+        if (next === null) return;
+        accessToken = next;
         if (!(await repo.renewSendLease(id, owner, leased.generation, options.leaseMs))) return;
       }
     } finally {
@@ -119,7 +136,30 @@ export class DestinationSender {
     }
   }
 
-  /** One batch; false when the destination must stop for now (backing off or needing re-authorisation). */
+  /**
+   * A fresh access token from the refresh token, stored; null when there is none now (the destination then backs
+   * off after a transient failure, or needs re-authorisation when the grant is gone).
+   */
+  private async renew(d: Destination, generation: number): Promise<string | null> {
+    const repo = this.deps.destinations;
+    const refreshToken = await repo.refreshToken(d.id);
+    const outcome: RefreshOutcome =
+      refreshToken === null || !this.deps.refresh ? { error: 'no refresh token', transient: false } : await this.deps.refresh(d, refreshToken);
+    if ('accessToken' in outcome) {
+      if (!(await repo.storeRefreshed(d.id, generation, outcome.accessToken, outcome.expiresIn))) return null;
+      this.deps.logger.info({ destination: d.id }, 'destination access token refreshed');
+      return outcome.accessToken;
+    }
+    if (outcome.transient) {
+      await repo.sendBackoff(d.id, retryDelayMs(await repo.sendFailures(d.id), this.deps.options.backoff), generation);
+      this.deps.logger.warn({ destination: d.id, reason: outcome.error }, 'destination token refresh failed; will retry');
+    } else if (await repo.markNeedsReauth(d.id, generation, `token refresh refused: ${outcome.error}`)) {
+      this.deps.logger.warn({ destination: d.id, reason: outcome.error }, 'destination needs re-authorization');
+    }
+    return null;
+  }
+
+  /** One batch; the access token to go on with, or null when the destination must stop for now. */
   private async deliver(
     kind: DestinationKind,
     d: Destination,
@@ -127,8 +167,9 @@ export class DestinationSender {
     accessToken: string,
     group: Parameters<DestinationKind['request']>[0],
     rows: DestinationRow[],
-  ): Promise<boolean> {
+  ): Promise<string | null> {
     const repo = this.deps.destinations;
+    let token = accessToken;
     const log = this.deps.logger.child({ workspace: d.workspaceId, destination: d.id, kind: d.kind });
     const labels = (outcome: string, code: string) => ({ destination: d.kind, outcome, code });
     const outcome = await deliverBatch(kind, group, accessToken, rows, {
@@ -146,8 +187,13 @@ export class DestinationSender {
         destinationConversions.inc(labels('retried', codeLabel(answer)), batch.length);
         log.warn({ records: batch.length, reason: c.reason, message: answer.message, retry_in_ms: delay }, 'platform asked to retry later');
       },
-      tokenRefused: async (batch, answer) => {
-        // Long-lived tokens are not refreshed: the advertiser authorises again (the destination's connection).
+      tokenRefused: async (batch, answer, refreshedAlready) => {
+        // OAuth kinds get one refresh; long-lived tokens are not refreshed: the advertiser authorises again.
+        if (kind.auth === 'oauth_refresh' && !refreshedAlready) {
+          const fresh = await this.renew(d, generation);
+          if (fresh !== null) token = fresh;
+          return fresh;
+        }
         if (await repo.markNeedsReauth(d.id, generation, `events call answered ${answer.code ?? answer.httpStatus} ${answer.message}`.trim())) {
           destinationConversions.inc(labels('parked', codeLabel(answer)), batch.length);
           log.warn({ code: answer.code }, 'token refused: destination needs re-authorization');
@@ -164,6 +210,6 @@ export class DestinationSender {
         destinationConversions.inc(labels('dropped', reason), batch.length);
       },
     });
-    return outcome === 'done';
+    return outcome === 'done' ? token : null;
   }
 }

@@ -10,6 +10,8 @@ CREATE TABLE destinations (
   status_reason      text,
   account_id         text,
   access_token_enc   text,
+  -- Kinds with OAuth refresh (google): the refresh token, sealed like the access token.
+  refresh_token_enc  text,
   access_expires_at  timestamptz,
   generation         integer NOT NULL DEFAULT 0,
   connected_at       timestamptz,
