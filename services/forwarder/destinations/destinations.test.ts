@@ -14,12 +14,14 @@ describe('planFanOut', () => {
     id: 'dst_1',
     workspace_id: 'ws',
     status: 'connected',
+    ever_connected: true,
     setup: { events: [{ name: 'purchase', platform_event: 'Purchase' }], pixel_id: PIXEL_A },
     ...over,
   });
   it.each([
     ['a selected live event', 'live', 'purchase', dest(), { action: 'queue', platformEvent: 'Purchase', testEventCode: '' }],
     ['a selected event waits while the destination needs re-authorisation', 'live', 'purchase', dest({ status: 'needs_reauth' }), { action: 'queue', platformEvent: 'Purchase', testEventCode: '' }],
+    ['a selected event waits for a destination\'s first connection', 'live', 'purchase', dest({ status: 'disconnected', ever_connected: false }), { action: 'queue', platformEvent: 'Purchase', testEventCode: '' }],
     ['a test event with the destination\'s test code', 'test', 'purchase', dest({ setup: { events: [{ name: 'purchase', platform_event: 'Purchase' }], test_event_code: 'T9' } }), { action: 'queue', platformEvent: 'Purchase', testEventCode: 'T9' }],
   ] as const)('%s', (_n, mode, name, d, expected) => {
     expect(planFanOut({ key_mode: mode }, name, d)).toEqual(expected);
@@ -27,7 +29,7 @@ describe('planFanOut', () => {
   describe('bad input', () => {
     it.each([
       ['an event the destination did not select', 'live', 'sign_up', dest(), 'not_selected'],
-      ['a disconnected destination', 'live', 'purchase', dest({ status: 'disconnected' }), 'disconnected'],
+      ['a destination an admin disconnected', 'live', 'purchase', dest({ status: 'disconnected' }), 'disconnected'],
       ['a test event without a test code', 'test', 'purchase', dest(), 'test_mode_without_test_event_code'],
       ['no event name to map', 'live', null, dest(), 'unknown_event_name'],
     ] as const)('%s', (_n, mode, name, d, reason) => {

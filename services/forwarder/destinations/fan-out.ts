@@ -16,6 +16,8 @@ export interface FanOutDestination {
   readonly id: string;
   readonly workspace_id: string;
   readonly status: ConnectionStatus;
+  /** False until the destination's first connection: its conversions wait for it, as the TikTok one's do. */
+  readonly ever_connected: boolean;
   readonly setup: DestinationSetup;
 }
 
@@ -25,7 +27,8 @@ export type FanOutDecision =
 
 /** What one destination does with one conversion, given the sender's event name behind it. */
 export function planFanOut(c: Pick<ConversionReady, 'key_mode'>, eventName: string | null, d: FanOutDestination): FanOutDecision {
-  if (d.status === 'disconnected') return { action: 'skip', reason: 'disconnected' };
+  // Disconnected by an admin: nothing goes there. Never connected yet: conversions wait for the first connection.
+  if (d.status === 'disconnected' && d.ever_connected) return { action: 'skip', reason: 'disconnected' };
   if (eventName === null) return { action: 'skip', reason: 'unknown_event_name' };
   const m = d.setup.events.find((e) => e.name === eventName);
   if (!m) return { action: 'skip', reason: 'not_selected' };
@@ -45,7 +48,7 @@ export async function fileIntoDestinations(
   const workspaces = [...new Set(conversions.map((c) => c.workspace_id))];
   if (workspaces.length === 0) return 0;
   const d = await tx.query<FanOutDestination & { setup: DestinationSetup | string }>(
-    `SELECT id, workspace_id, status, setup FROM destinations WHERE workspace_id = ANY($1::text[]) AND status <> 'disconnected'`,
+    `SELECT id, workspace_id, status, setup, connected_at IS NOT NULL AS ever_connected FROM destinations WHERE workspace_id = ANY($1::text[])`,
     [workspaces],
   );
   if (d.rows.length === 0) return 0;
