@@ -164,7 +164,15 @@ export function createPlatformSide(deps: {
         refresh: refreshDestination,
         logger,
         owner,
-        options: { lingerMs: f.lingerMs, batchSize: f.batchSize, concurrency: f.concurrency, leaseMs, backoff },
+        options: {
+          lingerMs: f.lingerMs,
+          batchSize: f.batchSize,
+          concurrency: f.concurrency,
+          leaseMs,
+          backoff,
+          ledgerRetentionMs: f.ledgerRetentionMs,
+          parkMaxAgeMs: f.parkMaxAgeMs,
+        },
       })
     : undefined;
   const intake = roles.forwarder

@@ -163,4 +163,18 @@ describe('several destinations per workspace', () => {
       await rig.platform.close();
     }
   });
+
+  it('housekeeping: conversions waiting past FORWARDER_PARK_MAX_HOURS are dropped, ledger entries past the retention forgotten', async () => {
+    const { ws, a } = await workspace();
+    const [old, fresh] = [purchase(ws), purchase(ws)];
+    await rig.append([old, fresh]);
+    await rig.intake.drain();
+    await rig.db.query(`UPDATE destination_outbox SET enqueued_at = now() - interval '200 hours' WHERE destination_id = $1 AND event_id = $2`, [a, old.event_id]);
+    await rig.db.query(`INSERT INTO destination_sent (destination_id, event_id, sent_at) VALUES ($1, 'ancient', now() - interval '5000 hours'), ($1, 'recent', now())`, [a]);
+    await rig.platform.destinationSender!.housekeeping(Date.now() + 3_600_000);
+    const waiting = await rig.db.query<{ event_id: string }>('SELECT event_id FROM destination_outbox WHERE destination_id = $1', [a]);
+    expect(waiting.rows.map((r) => r.event_id)).toEqual([fresh.event_id]);
+    const ledger = await rig.db.query<{ event_id: string }>("SELECT event_id FROM destination_sent WHERE destination_id = $1 AND event_id IN ('ancient', 'recent')", [a]);
+    expect(ledger.rows.map((r) => r.event_id)).toEqual(['recent']);
+  });
 });

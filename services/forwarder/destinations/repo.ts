@@ -329,6 +329,29 @@ export class DestinationRepo {
     });
   }
 
+  /** Forgets ledger entries older than the retention (at least the platforms' deduplication windows). */
+  async purgeLedger(retentionMs: number): Promise<number> {
+    const r = await this.db.query(`DELETE FROM destination_sent WHERE sent_at < now() - ${ms(retentionMs)} RETURNING event_id`);
+    return r.rows.length;
+  }
+
+  /** Drops conversions that waited longer than maxAgeMs (a destination never (re)connected); counts per workspace. */
+  async expireOld(maxAgeMs: number): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
+    return this.db.transaction(async (tx) => {
+      const r = await tx.query<{ workspace_id: string; kind: DestinationKindName }>(
+        `DELETE FROM destination_outbox o USING destinations d
+         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)} RETURNING o.workspace_id, d.kind`,
+      );
+      const out = new Map<string, { workspaceId: string; kind: DestinationKindName; n: number }>();
+      for (const row of r.rows) {
+        const k = `${row.workspace_id}\n${row.kind}`;
+        out.set(k, { workspaceId: row.workspace_id, kind: row.kind, n: (out.get(k)?.n ?? 0) + 1 });
+      }
+      await recordActivity(tx, [...out.values()].map(({ workspaceId, n }) => ({ workspaceId, kind: 'dropped' as const, key: 'expired', n })));
+      return [...out.values()];
+    });
+  }
+
   async bumpAttempts(rows: readonly DestinationRow[]): Promise<void> {
     await this.db.query('UPDATE destination_outbox SET attempts = attempts + 1 WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
   }

@@ -19,7 +19,12 @@ export interface DestinationSenderOptions {
   readonly concurrency: number;
   readonly leaseMs: number;
   readonly backoff: BackoffPolicy;
+  /** As the TikTok sender's: FORWARDER_LEDGER_RETENTION_HOURS and FORWARDER_PARK_MAX_HOURS. */
+  readonly ledgerRetentionMs: number;
+  readonly parkMaxAgeMs: number;
 }
+
+const PURGE_EVERY_MS = 60_000;
 
 /** A renewed access token, or why not (`transient`: try again later; otherwise the grant is gone). */
 export type RefreshOutcome = { readonly accessToken: string; readonly expiresIn: number | undefined } | { readonly error: string; readonly transient: boolean };
@@ -42,6 +47,7 @@ export class DestinationSender {
   private readonly loop: BackgroundLoop;
   private readonly inflight = new Map<string, Promise<void>>();
   private stopping = false;
+  private lastPurge = 0;
 
   constructor(private readonly deps: DestinationSenderDeps) {
     const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
@@ -62,7 +68,21 @@ export class DestinationSender {
     await Promise.all(this.inflight.values());
   }
 
+  /** The ledger's retention and the outbox's longest wait, once a minute. Exposed for tests. */
+  async housekeeping(now = Date.now()): Promise<void> {
+    if (now - this.lastPurge < PURGE_EVERY_MS) return;
+    this.lastPurge = now;
+    const { destinations, options, logger } = this.deps;
+    const purged = await destinations.purgeLedger(options.ledgerRetentionMs);
+    if (purged > 0) logger.debug({ purged }, 'destination ledgers purged');
+    for (const { workspaceId, kind, n } of await destinations.expireOld(options.parkMaxAgeMs)) {
+      destinationConversions.inc({ destination: kind, outcome: 'dropped', code: 'expired' }, n);
+      logger.warn({ workspace: workspaceId, kind, dropped: n }, 'conversions for a destination waited longer than FORWARDER_PARK_MAX_HOURS: dropped');
+    }
+  }
+
   async tick(): Promise<void> {
+    await this.housekeeping();
     const { concurrency, lingerMs, batchSize } = this.deps.options;
     const free = concurrency - this.inflight.size;
     if (free <= 0 || this.stopping) return;
