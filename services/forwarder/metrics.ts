@@ -73,3 +73,5 @@ export const destinationConversions = new Counter({
   labelNames: ['destination', 'outcome', 'code'] as const,
   registers: [registry],
 });
+// Exported from the start (at 0), so the dashboard's panel and a ratio have series before the first delivery.
+for (const destination of ['meta', 'google']) destinationConversions.inc({ destination, outcome: 'forwarded', code: '0' }, 0);
