@@ -91,6 +91,34 @@ const putBody = { ...body, required: ['name', 'setup'], properties: { ...body.pr
 
 type Params = { ws: string; id: string };
 
+const nullableString = { type: ['string', 'null'] } as const;
+const destinationSchema = {
+  type: 'object',
+  properties: {
+    id: { type: 'string' },
+    kind: { type: 'string', enum: [...DESTINATION_KINDS] },
+    name: { type: 'string' },
+    setup: { type: 'object', additionalProperties: true },
+    status: { type: 'string', enum: ['connected', 'needs_reauth', 'disconnected'] },
+    account_id: nullableString,
+    reason: nullableString,
+  },
+} as const;
+const connectionSchema = {
+  type: 'object',
+  properties: {
+    status: { type: 'string', enum: ['connected', 'needs_reauth', 'disconnected'] },
+    account_id: nullableString,
+    time_zone: nullableString,
+    access_expires_at: nullableString,
+    reason: nullableString,
+  },
+} as const;
+const authorizeSchema = {
+  type: 'object',
+  properties: { authorize_url: { type: 'string' }, redirect_uri: { type: 'string' }, expires_at: { type: 'string' } },
+} as const;
+
 export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDeps): void {
   const forwarding = new ForwardingRepo(deps.db);
   const requireWorkspace = async (ws: string): Promise<void> => {
@@ -110,7 +138,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.post<{ Params: { ws: string }; Body: { kind: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations',
-    { schema: { body } },
+    { schema: { body, response: { 201: destinationSchema } } },
     async (request, reply) => {
       const { ws } = request.params;
       await requireWorkspace(ws);
@@ -130,14 +158,18 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     },
   );
 
-  app.get<{ Params: { ws: string } }>('/admin/v1/workspaces/:ws/destinations', async (request) => {
+  app.get<{ Params: { ws: string } }>(
+    '/admin/v1/workspaces/:ws/destinations',
+    { schema: { response: { 200: { type: 'object', properties: { items: { type: 'array', items: destinationSchema } } } } } },
+    async (request) => {
     const { ws } = request.params;
     await requireWorkspace(ws);
     const first = await firstTiktok(ws);
     return { items: [...(first ? [first] : []), ...(await deps.destinations.list(ws)).map(destinationOut)] };
-  });
+    },
+  );
 
-  app.get<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id', async (request) => {
+  app.get<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id', { schema: { response: { 200: destinationSchema } } }, async (request) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     if (id === FIRST_TIKTOK_ID) {
@@ -150,7 +182,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.put<{ Params: Params; Body: { kind?: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations/:id',
-    { schema: { body: putBody } },
+    { schema: { body: putBody, response: { 200: destinationSchema } } },
     async (request) => {
       const { ws, id } = request.params;
       await requireWorkspace(ws);
@@ -193,7 +225,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   // ------------------------------------------------------------------ the destination's connection
 
-  app.post<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', async (request, reply) => {
+  app.post<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', { schema: { response: { 200: authorizeSchema } } }, async (request, reply) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     try {
@@ -210,7 +242,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     }
   });
 
-  app.get<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', async (request) => {
+  app.get<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', { schema: { response: { 200: connectionSchema } } }, async (request) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     if (id === FIRST_TIKTOK_ID) {

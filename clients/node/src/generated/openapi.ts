@@ -1771,7 +1771,23 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            items?: {
+                                id?: string;
+                                /** @enum {string} */
+                                kind?: "tiktok" | "meta" | "google";
+                                name?: string;
+                                setup?: {
+                                    [key: string]: unknown;
+                                };
+                                /** @enum {string} */
+                                status?: "connected" | "needs_reauth" | "disconnected";
+                                account_id?: string | null;
+                                reason?: string | null;
+                            }[];
+                        };
+                    };
                 };
             };
         };
@@ -1797,11 +1813,25 @@ export interface paths {
             };
             responses: {
                 /** @description Default Response */
-                200: {
+                201: {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            /** @enum {string} */
+                            kind?: "tiktok" | "meta" | "google";
+                            name?: string;
+                            setup?: {
+                                [key: string]: unknown;
+                            };
+                            /** @enum {string} */
+                            status?: "connected" | "needs_reauth" | "disconnected";
+                            account_id?: string | null;
+                            reason?: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -1835,7 +1865,21 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            /** @enum {string} */
+                            kind?: "tiktok" | "meta" | "google";
+                            name?: string;
+                            setup?: {
+                                [key: string]: unknown;
+                            };
+                            /** @enum {string} */
+                            status?: "connected" | "needs_reauth" | "disconnected";
+                            account_id?: string | null;
+                            reason?: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -1865,7 +1909,21 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            id?: string;
+                            /** @enum {string} */
+                            kind?: "tiktok" | "meta" | "google";
+                            name?: string;
+                            setup?: {
+                                [key: string]: unknown;
+                            };
+                            /** @enum {string} */
+                            status?: "connected" | "needs_reauth" | "disconnected";
+                            account_id?: string | null;
+                            reason?: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -1920,7 +1978,16 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            /** @enum {string} */
+                            status?: "connected" | "needs_reauth" | "disconnected";
+                            account_id?: string | null;
+                            time_zone?: string | null;
+                            access_expires_at?: string | null;
+                            reason?: string | null;
+                        };
+                    };
                 };
             };
         };
@@ -1942,7 +2009,13 @@ export interface paths {
                     headers: {
                         [name: string]: unknown;
                     };
-                    content?: never;
+                    content: {
+                        "application/json": {
+                            authorize_url?: string;
+                            redirect_uri?: string;
+                            expires_at?: string;
+                        };
+                    };
                 };
             };
         };
