@@ -25,6 +25,15 @@ import { TokenRefresher } from '../forwarder/refresher.js';
 import { Revoker } from '../forwarder/revoker.js';
 import { ForwardSender } from '../forwarder/sender.js';
 import { TokenCipher } from '../forwarder/token-cipher.js';
+import type { DestinationKind } from '../forwarder/destinations/kind.js';
+import { MetaClient, metaKind, type MetaSetup } from '../forwarder/destinations/meta.js';
+import { GoogleClient, googleKind, parseGoogleGrant, type GoogleSetup } from '../forwarder/destinations/google.js';
+import type { RefreshOutcome } from '../forwarder/destinations/sender.js';
+import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
+import { DestinationSender } from '../forwarder/destinations/sender.js';
+import { DestinationFlow } from '../forwarder/destinations/flow.js';
+import { destinationRoutes } from '../console/routes/destinations.js';
+import { destinationCallbackRoutes } from '../console/destination-callback.js';
 
 export interface PlatformRoles {
   /** Intake of conversions.ready and the sender. */
@@ -43,6 +52,11 @@ export interface PlatformSide {
   /** The intake stage on conversions.ready (forwarder role): the runtime drives it like the pipeline's stages. */
   readonly intake: Stage<unknown, never> | undefined;
   readonly sender: ForwardSender | undefined;
+  /** The workspace's other destinations (beyond its first TikTok one), their clients and their sender. */
+  readonly destinations: DestinationRepo;
+  readonly metaClient: MetaClient;
+  readonly googleClient: GoogleClient;
+  readonly destinationSender: DestinationSender | undefined;
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
   /** For buildApp's publicExtensions: the OAuth callback and the connection problem pages. */
@@ -114,7 +128,61 @@ export function createPlatformSide(deps: {
         },
       })
     : undefined;
-  const intake = roles.forwarder ? createForwarderIntake({ onQueued: () => sender?.wake() }) : undefined;
+  const destinations = new DestinationRepo(db, cipher);
+  const metaClient = new MetaClient({
+    apiBase: config.meta.apiBase,
+    appId: config.meta.appId,
+    appSecret: config.meta.appSecret,
+    timeoutMs: f.requestTimeoutMs,
+  });
+  const googleClient = new GoogleClient({
+    apiBase: config.google.apiBase,
+    tokenUrl: config.google.tokenUrl,
+    revokeUrl: config.google.revokeUrl,
+    clientId: config.google.clientId,
+    clientSecret: config.google.clientSecret,
+    timeoutMs: f.requestTimeoutMs,
+  });
+  const kindFor = (d: Destination): DestinationKind | null => {
+    if (d.kind === 'meta') return metaClient.configured ? metaKind(metaClient, d.setup as unknown as MetaSetup) : null;
+    if (d.kind === 'google') return googleClient.configured ? googleKind(googleClient, d.setup as unknown as GoogleSetup) : null;
+    return null;
+  };
+  const refreshDestination = async (d: Destination, refreshToken: string): Promise<RefreshOutcome> => {
+    if (d.kind !== 'google' || !googleClient.configured) return { error: `a ${d.kind} destination has no refresh here`, transient: false };
+    const answer = await googleClient.refresh(refreshToken);
+    const grant = parseGoogleGrant(answer);
+    if (!('error' in grant)) return { accessToken: grant.accessToken, expiresIn: grant.expiresIn };
+    // No answer, throttling or a server error: the grant may well be fine.
+    const transient = answer.transportError !== null || answer.httpStatus === 429 || answer.httpStatus >= 500;
+    return { error: grant.error, transient };
+  };
+  const destinationSender = roles.forwarder
+    ? new DestinationSender({
+        destinations,
+        kindFor,
+        refresh: refreshDestination,
+        logger,
+        owner,
+        options: {
+          lingerMs: f.lingerMs,
+          batchSize: f.batchSize,
+          concurrency: f.concurrency,
+          leaseMs,
+          backoff,
+          ledgerRetentionMs: f.ledgerRetentionMs,
+          parkMaxAgeMs: f.parkMaxAgeMs,
+        },
+      })
+    : undefined;
+  const intake = roles.forwarder
+    ? createForwarderIntake({
+        onQueued: () => {
+          sender?.wake();
+          destinationSender?.wake();
+        },
+      })
+    : undefined;
   const flow = new OAuthFlow({
     db,
     cipher,
@@ -126,6 +194,17 @@ export function createPlatformSide(deps: {
     onConnected: () => sender?.wake(),
   });
   const workspaces = new WorkspaceRepo(db);
+  const destinationFlow = new DestinationFlow({
+    db,
+    destinations,
+    meta: metaClient,
+    metaAuthUrl: config.meta.authUrl,
+    google: googleClient,
+    googleAuthUrl: config.google.authUrl,
+    publicBaseUrl: config.publicBaseUrl,
+    logger,
+    onConnected: () => destinationSender?.wake(),
+  });
 
   return {
     connections,
@@ -134,13 +213,33 @@ export function createPlatformSide(deps: {
     refresher,
     intake,
     sender,
+    destinations,
+    metaClient,
+    googleClient,
+    destinationSender,
     adminExtensions: roles.console
-      ? [(app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl })]
+      ? [
+          (app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl }),
+          (app) =>
+            destinationRoutes(app, {
+              db,
+              workspaces,
+              destinations,
+              destinationFlow,
+              meta: metaClient,
+              google: googleClient,
+              connections,
+              flow,
+              revoker,
+              publicBaseUrl: config.publicBaseUrl,
+            }),
+        ]
       : [],
     publicExtensions: roles.console
       ? [
           (app) => oauthCallbackRoutes(app, { flow, secureCookies: config.publicBaseUrl.startsWith('https:') }),
           connectionProblemPages,
+          (app) => destinationCallbackRoutes(app, { flow: destinationFlow, secureCookies: config.publicBaseUrl.startsWith('https:') }),
           // The workspace settings console at /console, in its own scope (its sessions, CSRF and CSP cover only it).
           (app) =>
             consoleWebPlugin(app, {
@@ -159,10 +258,12 @@ export function createPlatformSide(deps: {
       : [],
     start() {
       sender?.start();
+      destinationSender?.start();
       if (roles.refresher) refresher.start();
     },
     async close() {
       await sender?.stop();
+      await destinationSender?.stop();
       await refresher.stop();
     },
   };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clickIdFromUrl } from './click-id.js';
+import { clickIdFromUrl, clickIdsFromUrl } from './click-id.js';
 
 describe('ttclid from the page URL', () => {
   it.each([
@@ -13,5 +13,27 @@ describe('ttclid from the page URL', () => {
     { url: `https://shop.example/?ttclid=${'a'.repeat(600)}`, expected: undefined },
   ])('$url → $expected', ({ url, expected }) => {
     expect(clickIdFromUrl(url)).toBe(expected);
+  });
+});
+
+describe('every click id of the page URL', () => {
+  it.each([
+    { url: 'https://shop.example/p?fbclid=IwAR1&gclid=Cj0&ttclid=T1', expected: { ttclid: 'T1', fbclid: 'IwAR1', gclid: 'Cj0' } },
+    { url: 'https://shop.example/p?gbraid=0AAA&wbraid=CkgI', expected: { gbraid: '0AAA', wbraid: 'CkgI' } },
+    { url: 'https://shop.example/p?utm_source=x', expected: {} },
+  ])('$url', ({ url, expected }) => {
+    expect(clickIdsFromUrl(url)).toEqual(expected);
+  });
+
+  describe('bad input', () => {
+    it.each([
+      { url: 'https://shop.example/p?GCLID=abc&FBCLID=x', why: 'names are case-sensitive' },
+      { url: 'https://shop.example/p?gclid=&fbclid=%20', why: 'empty values' },
+      { url: `https://shop.example/p?gclid=${'g'.repeat(600)}`, why: 'too long' },
+      { url: 'not a url?gclid=abc', why: 'not a URL' },
+      { url: undefined, why: 'no URL' },
+    ])('$why', ({ url }) => {
+      expect(clickIdsFromUrl(url)).toEqual({});
+    });
   });
 });

@@ -81,6 +81,7 @@ describe('enrich: the platform record', () => {
       event_source: 'WEB',
       event_source_id: 'PIXEL123',
       test_event_code: null,
+      event_name: 'purchase',
       record: {
         event: 'CompletePayment',
         event_id: 'order-1',

@@ -62,3 +62,16 @@ export const connectionFaults = new Counter({
   labelNames: ['reason'] as const,
   registers: [registry],
 });
+
+/**
+ * The workspace's other destinations (destinations/sender.ts), by destination kind, outcome and platform code:
+ * `destination` is the kind (tiktok, meta, google), not the destination's id, so the series stay bounded.
+ */
+export const destinationConversions = new Counter({
+  name: 'forwarder_destination_conversions_total',
+  help: 'Conversions handled for destinations beyond the first TikTok one, by destination kind, outcome and platform code (or reason)',
+  labelNames: ['destination', 'outcome', 'code'] as const,
+  registers: [registry],
+});
+// Exported from the start (at 0), so the dashboard's panel and a ratio have series before the first delivery.
+for (const destination of ['meta', 'google']) destinationConversions.inc({ destination, outcome: 'forwarded', code: '0' }, 0);

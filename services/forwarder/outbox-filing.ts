@@ -10,6 +10,7 @@ import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import type { ConnectionStatus } from './connection-repo.js';
 import { recordDeadLetters } from '../shared/dead-letter.js';
 import { conversionLetterEntry, type ConversionDeadLetter } from './outbox-repo.js';
+import { fileIntoDestinations } from './destinations/fan-out.js';
 
 /** Why a conversions.ready value cannot be forwarded, or null when it can. */
 export function conversionProblem(v: unknown): string | null {
@@ -118,6 +119,13 @@ export async function fileIntoOutbox(
   // Built from an erased person's events before the erasure (docs/privacy.md): never queued.
   const erasedFlags = await erasedConversions(tx, readable);
   const erased = new Set(readable.filter((_, n) => erasedFlags[n]).map((c) => `${c.workspace_id}\n${ledgerEventId(c)}`));
+
+  // The workspace's other destinations, each with its own outbox and ledger (destinations/fan-out.ts).
+  await fileIntoDestinations(
+    tx,
+    readable.filter((c) => !erased.has(`${c.workspace_id}\n${ledgerEventId(c)}`)),
+    opts,
+  );
 
   const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean; at: number }> = [];
   items.forEach((item, at) => {

@@ -143,6 +143,15 @@ export class OutboxRepo {
     });
   }
 
+  /** The platform's consent rules forbid sending these: out of the outbox, counted as dropped for that reason. */
+  async withhold(rows: readonly OutboxRow[], reason: string): Promise<void> {
+    if (rows.length === 0) return;
+    await this.db.transaction(async (tx) => {
+      await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
+      await recordActivity(tx, [{ workspaceId: rows[0]!.workspaceId, kind: 'dropped', key: reason, n: rows.length }]);
+    });
+  }
+
   async bumpAttempts(rows: readonly OutboxRow[]): Promise<void> {
     await this.db.query('UPDATE forward_outbox SET attempts = attempts + 1 WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
   }

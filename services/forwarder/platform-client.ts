@@ -8,7 +8,19 @@ import { z } from 'zod';
 import { platformLatency } from './metrics.js';
 import { ServiceError } from '../shared/errors.js';
 
-export type PlatformEndpoint = 'access_token' | 'refresh_token' | 'revoke_token' | 'advertiser_info' | 'event_track';
+export type PlatformEndpoint =
+  | 'access_token'
+  | 'refresh_token'
+  | 'revoke_token'
+  | 'advertiser_info'
+  | 'event_track'
+  | 'meta_token'
+  | 'meta_pixel'
+  | 'meta_events'
+  | 'meta_revoke'
+  | 'google_token'
+  | 'google_revoke'
+  | 'google_ingest';
 
 export interface PlatformAnswer {
   readonly endpoint: PlatformEndpoint;

@@ -14,12 +14,15 @@ import { recordActivity } from '../shared/activity.js';
 import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
-import { classify, codeLabel } from './classify.js';
+import { codeLabel } from './classify.js';
 import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
 import { BackgroundLoop } from './loop.js';
 import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
 import type { BatchGroup, OutboxRepo, OutboxRow } from './outbox-repo.js';
-import type { PlatformClient, TrackBody } from './platform-client.js';
+import type { PlatformClient } from './platform-client.js';
+import { deliverBatch } from './destinations/deliver.js';
+import type { DestinationKind } from './destinations/kind.js';
+import { tiktokKind } from './destinations/tiktok.js';
 import type { TokenRefresher } from './refresher.js';
 
 export interface SenderOptions {
@@ -38,6 +41,8 @@ export interface SenderDeps {
   readonly connections: ConnectionRepo;
   readonly outbox: OutboxRepo;
   readonly client: PlatformClient;
+  /** What the connections are (default: TikTok through `client`). */
+  readonly kind?: DestinationKind;
   readonly refresher: TokenRefresher;
   readonly logger: Logger;
   readonly owner: string;
@@ -48,27 +53,11 @@ export interface SenderDeps {
 const GAUGES_EVERY_MS = 5_000;
 const PURGE_EVERY_MS = 60_000;
 
-/** Splits a rejected batch: the record the platform's message names (`data[i]…`) alone, else two halves. */
-export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[]] {
-  const m = /\bdata\[(\d+)\]/.exec(message);
-  const i = m ? Number(m[1]) : -1;
-  if (i >= 0 && i < batch.length) return [[batch[i]!], [...batch.slice(0, i), ...batch.slice(i + 1)]];
-  const half = Math.ceil(batch.length / 2);
-  return [batch.slice(0, half), batch.slice(half)];
-}
+export { splitRejected, trackBody } from './destinations/tiktok.js';
 
 /** The distinct gateway request ids of a batch's conversions, in order. */
 export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
   return [...new Set(rows.map((r) => r.requestId).filter((id): id is string => id !== null))];
-}
-
-export function trackBody(group: BatchGroup, rows: readonly OutboxRow[]): TrackBody {
-  return {
-    event_source: group.eventSource,
-    event_source_id: group.eventSourceId,
-    ...(group.testEventCode === '' ? {} : { test_event_code: group.testEventCode }),
-    data: rows.map((r) => r.record),
-  };
 }
 
 export class ForwardSender {
@@ -77,8 +66,10 @@ export class ForwardSender {
   private stopping = false;
   private lastGauges = 0;
   private lastPurge = 0;
+  private readonly kind: DestinationKind;
 
   constructor(private readonly deps: SenderDeps) {
+    this.kind = deps.kind ?? tiktokKind(deps.client);
     const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
     this.loop = new BackgroundLoop('forward-sender', poll, () => this.tick(), deps.logger);
   }
@@ -162,88 +153,83 @@ export class ForwardSender {
   }
 
   /**
-   * Delivers one batch (splitting it on per-record rejections). Returns the connection to go on with, or null
-   * when this connection must stop for now (backing off, needs_reauth, or gone).
+   * Delivers one batch through the destination kind (destinations/deliver.ts splits it on per-record rejections).
+   * Returns the connection to go on with, or null when this connection must stop for now (backing off,
+   * needs_reauth, or gone).
    */
   private async deliver(conn: LeasedConnection, group: BatchGroup, rows: OutboxRow[]): Promise<LeasedConnection | null> {
-    const { client, connections, outbox, refresher, logger } = this.deps;
+    const { connections, outbox, refresher, logger } = this.deps;
     const ws = conn.workspaceId;
     const log = logger.child({ workspace: ws, event_source_id: group.eventSourceId });
-    const work: OutboxRow[][] = [rows];
-    let refreshed = false;
-    while (work.length > 0) {
-      const batch = work.pop()!;
-      // The gateway requests whose events this batch carries: a request id found in the gateway's log line leads here.
-      const requestIds = requestIdsOf(batch);
-      const answer = await client.track(conn.accessToken, trackBody(group, batch));
-      const c = classify(answer);
-      const code = codeLabel(answer);
-      switch (c.kind) {
-        case 'ok': {
-          await this.deps.db.transaction(async (tx) => {
-            await outbox.recordSent(tx, ws, batch, answer.requestId, group.testEventCode);
-            await connections.resetSendBackoff(tx, ws, conn.generation);
-          });
-          const now = (this.deps.now ?? Date.now)();
-          forwardedConversions.inc({ outcome: 'forwarded', code }, batch.length);
-          for (const r of batch) endToEndLatency.observe(Math.max(0, now - r.receivedAt) / 1000);
-          log.info({ records: batch.length, request_ids: requestIds, platform_request_id: answer.requestId, code }, 'batch forwarded');
-          break;
+    let current: LeasedConnection | null = conn;
+    const outcome = await deliverBatch(this.kind, group, conn.accessToken, rows, {
+      sent: async (batch, answer) => {
+        const code = codeLabel(answer);
+        await this.deps.db.transaction(async (tx) => {
+          await outbox.recordSent(tx, ws, batch, answer.requestId, group.testEventCode);
+          await connections.resetSendBackoff(tx, ws, conn.generation);
+        });
+        const now = (this.deps.now ?? Date.now)();
+        forwardedConversions.inc({ outcome: 'forwarded', code }, batch.length);
+        for (const r of batch) endToEndLatency.observe(Math.max(0, now - r.receivedAt) / 1000);
+        // The gateway requests whose events this batch carries: a request id found in the gateway's log line leads here.
+        log.info({ records: batch.length, request_ids: requestIdsOf(batch), platform_request_id: answer.requestId, code }, 'batch forwarded');
+      },
+      retry: async (batch, c, answer) => {
+        const code = codeLabel(answer);
+        await outbox.bumpAttempts(batch);
+        await recordActivity(this.deps.db, [{ workspaceId: ws, kind: 'failed', key: code, n: batch.length }]);
+        const failures = await connections.sendFailures(ws);
+        const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
+        await connections.sendBackoff(ws, conn.generation, delay);
+        forwardedConversions.inc({ outcome: 'retried', code }, batch.length);
+        log.warn(
+          { records: batch.length, request_ids: requestIdsOf(batch), code, reason: c.reason, message: answer.message, retry_in_ms: delay },
+          'platform asked to retry later',
+        );
+      },
+      tokenRefused: async (_batch, answer, refreshedAlready) => {
+        const code = codeLabel(answer);
+        const held = current!;
+        if (refreshedAlready || held.refreshToken === null) {
+          const parked = await connections.markNeedsReauth(ws, held.generation, `events call answered ${answer.code} ${answer.message}`.trim());
+          if (parked !== null) {
+            forwardedConversions.inc({ outcome: 'parked', code }, parked);
+            log.warn({ code: answer.code, parked }, 'token refused after a refresh: connection needs re-authorization');
+          }
+          current = null;
+          return null;
         }
-        case 'retry': {
-          await outbox.bumpAttempts(batch);
-          await recordActivity(this.deps.db, [{ workspaceId: ws, kind: 'failed', key: code, n: batch.length }]);
+        const refreshed = await refresher.refreshNow(ws, { force: true });
+        const fresh = await connections.currentTokens(ws);
+        if (fresh && fresh.generation === held.generation && (refreshed === 'refreshed' || fresh.accessToken !== held.accessToken)) {
+          current = fresh;
+          return fresh.accessToken;
+        }
+        if (fresh && refreshed !== 'invalid') {
+          // Someone else is refreshing, or the refresh failed transiently: come back shortly.
           const failures = await connections.sendFailures(ws);
-          const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
-          await connections.sendBackoff(ws, conn.generation, delay);
-          forwardedConversions.inc({ outcome: 'retried', code }, batch.length);
-          log.warn(
-            { records: batch.length, request_ids: requestIds, code, reason: c.reason, message: answer.message, retry_in_ms: delay },
-            'platform asked to retry later',
-          );
-          return null;
+          await connections.sendBackoff(ws, held.generation, retryDelayMs(failures, this.deps.options.backoff));
         }
-        case 'token': {
-          if (refreshed || conn.refreshToken === null) {
-            const parked = await connections.markNeedsReauth(ws, conn.generation, `events call answered ${answer.code} ${answer.message}`.trim());
-            if (parked !== null) {
-              forwardedConversions.inc({ outcome: 'parked', code }, parked);
-              log.warn({ code: answer.code, parked }, 'token refused after a refresh: connection needs re-authorization');
-            }
-            return null;
-          }
-          refreshed = true;
-          const outcome = await refresher.refreshNow(ws, { force: true });
-          const fresh = await connections.currentTokens(ws);
-          if (fresh && fresh.generation === conn.generation && (outcome === 'refreshed' || fresh.accessToken !== conn.accessToken)) {
-            conn = fresh;
-            work.push(batch);
-            continue;
-          }
-          if (fresh && outcome !== 'invalid') {
-            // Someone else is refreshing, or the refresh failed transiently: come back shortly.
-            const failures = await connections.sendFailures(ws);
-            await connections.sendBackoff(ws, conn.generation, retryDelayMs(failures, this.deps.options.backoff));
-          }
-          return null;
-        }
-        case 'permanent': {
-          if (c.perRecord && batch.length > 1) {
-            const [a, b] = splitRejected(batch, c.message);
-            work.push(b, a);
-            continue;
-          }
-          await outbox.deadLetter(group, batch, { code: c.code, message: c.message, requestId: answer.requestId }, Date.now());
-          forwardedConversions.inc({ outcome: 'dead_lettered', code }, batch.length);
-          log.warn(
-            { records: batch.length, request_ids: requestIds, code: c.code, message: c.message, platform_request_id: answer.requestId },
-            'platform rejected conversions: dead-lettered',
-          );
-          break;
-        }
-      }
-    }
-    return conn;
+        current = null;
+        return null;
+      },
+      refused: async (batch, refusal, answer) => {
+        const code = codeLabel(answer);
+        await outbox.deadLetter(group, batch, { code: refusal.code, message: refusal.message, requestId: answer.requestId }, Date.now());
+        forwardedConversions.inc({ outcome: 'dead_lettered', code }, batch.length);
+        log.warn(
+          { records: batch.length, request_ids: requestIdsOf(batch), code: refusal.code, message: refusal.message, platform_request_id: answer.requestId },
+          'platform rejected conversions: dead-lettered',
+        );
+      },
+      withheld: async (batch, reason) => {
+        await outbox.withhold(batch, reason);
+        forwardedConversions.inc({ outcome: 'dropped', code: reason }, batch.length);
+        log.info({ records: batch.length, reason }, 'conversions withheld by the platform\'s consent rules');
+      },
+    });
+    return outcome === 'done' ? current : null;
   }
 
   private async housekeeping(): Promise<void> {

@@ -83,7 +83,13 @@ export const identityLinksStep: ErasureStep = {
 /** Conversions of the person still waiting to be sent (queued or parked). */
 export const outboxStep: ErasureStep = {
   store: 'outbox',
-  run: (tx, s) => count(tx, `DELETE FROM forward_outbox WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, params(s).slice(0, 5)),
+  async run(tx, s) {
+    const p = params(s).slice(0, 5);
+    const queued = await count(tx, `DELETE FROM forward_outbox WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, p);
+    // The workspace's other destinations queue copies of their own (forwarder/destinations).
+    const forDestinations = await count(tx, `DELETE FROM destination_outbox WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, p);
+    return queued + forDestinations;
+  },
 };
 
 /**

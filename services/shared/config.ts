@@ -71,6 +71,16 @@ const envSchema = z.object({
   PLATFORM_AUTH_URL: url.default('https://business-api.tiktok.com/portal/auth'),
   PLATFORM_APP_ID: z.string().min(1).optional(),
   PLATFORM_APP_SECRET: z.string().min(1).optional(),
+  META_API_BASE: baseUrl.default('https://graph.facebook.com/v21.0'),
+  META_AUTH_URL: url.default('https://www.facebook.com/v21.0/dialog/oauth'),
+  META_APP_ID: z.string().min(1).optional(),
+  META_APP_SECRET: z.string().min(1).optional(),
+  GOOGLE_API_BASE: baseUrl.default('https://datamanager.googleapis.com/v1'),
+  GOOGLE_AUTH_URL: url.default('https://accounts.google.com/o/oauth2/v2/auth'),
+  GOOGLE_TOKEN_URL: url.default('https://oauth2.googleapis.com/token'),
+  GOOGLE_REVOKE_URL: url.default('https://oauth2.googleapis.com/revoke'),
+  GOOGLE_CLIENT_ID: z.string().min(1).optional(),
+  GOOGLE_CLIENT_SECRET: z.string().min(1).optional(),
   KAFKA_BROKERS: z
     .string()
     .regex(/^[^,\s]+:\d+(,[^,\s]+:\d+)*$/, 'must be host:port[,host:port…]')
@@ -155,6 +165,22 @@ export interface Config {
   readonly credentialsKey: Buffer | undefined;
   readonly credentialsKeyId: string;
   readonly platform: {
+    readonly apiBase: string;
+    readonly authUrl: string;
+    readonly appId: string | undefined;
+    readonly appSecret: string | undefined;
+  };
+  /** The service's OAuth client on Google (GOOGLE_*), for `google` destinations. */
+  readonly google: {
+    readonly apiBase: string;
+    readonly authUrl: string;
+    readonly tokenUrl: string;
+    readonly revokeUrl: string;
+    readonly clientId: string | undefined;
+    readonly clientSecret: string | undefined;
+  };
+  /** The service's app on Meta (META_*), for `meta` destinations. */
+  readonly meta: {
     readonly apiBase: string;
     readonly authUrl: string;
     readonly appId: string | undefined;
@@ -246,6 +272,8 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
   if (e.KAFKA_BROKERS && !e.DATABASE_URL) {
     throw new ConfigError('DATABASE_URL', 'is required when KAFKA_BROKERS is set (the Kafka runtime keeps its state in Postgres)');
   }
+  if (e.GOOGLE_CLIENT_ID && !e.GOOGLE_CLIENT_SECRET) throw new ConfigError('GOOGLE_CLIENT_SECRET', 'is required when GOOGLE_CLIENT_ID is set');
+  if (e.META_APP_ID && !e.META_APP_SECRET) throw new ConfigError('META_APP_SECRET', 'is required when META_APP_ID is set');
   if (e.PLATFORM_APP_ID && !e.PLATFORM_APP_SECRET) {
     throw new ConfigError('PLATFORM_APP_SECRET', 'is required when PLATFORM_APP_ID is set');
   }
@@ -264,6 +292,20 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
       authUrl: e.PLATFORM_AUTH_URL,
       appId: e.PLATFORM_APP_ID,
       appSecret: e.PLATFORM_APP_SECRET,
+    },
+    meta: {
+      apiBase: e.META_API_BASE.replace(/\/+$/, ''),
+      authUrl: e.META_AUTH_URL,
+      appId: e.META_APP_ID,
+      appSecret: e.META_APP_SECRET,
+    },
+    google: {
+      apiBase: e.GOOGLE_API_BASE.replace(/\/+$/, ''),
+      authUrl: e.GOOGLE_AUTH_URL,
+      tokenUrl: e.GOOGLE_TOKEN_URL,
+      revokeUrl: e.GOOGLE_REVOKE_URL,
+      clientId: e.GOOGLE_CLIENT_ID,
+      clientSecret: e.GOOGLE_CLIENT_SECRET,
     },
     kafka: e.KAFKA_BROKERS
       ? {

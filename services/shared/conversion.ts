@@ -45,6 +45,8 @@ export interface ConversionReady {
   readonly event_source_id: string;
   /** Set only for events sent with a test-mode key, and only when the setup has a test_event_code. */
   readonly test_event_code: string | null;
+  /** The sender's event name (the envelope's `name`): each destination maps it to its platform's event. */
+  readonly event_name?: string | null;
   readonly record: PlatformEventRecord;
 }
 

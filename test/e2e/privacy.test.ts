@@ -257,14 +257,23 @@ describe('why this field, and erasure: the same person forwarded before and afte
 describe('erasure of conversions still waiting, by email hash', () => {
   it('removes the person\'s queued conversions from the outbox of a workspace not connected yet', async () => {
     const { ws, key } = await workspace(false);
+    // A second destination, not connected yet either: it queues its own copies, which the erasure removes too.
+    const meta = await admin.call('POST', `/admin/v1/workspaces/${ws}/destinations`, {
+      kind: 'meta',
+      name: 'Meta',
+      setup: { pixel_id: '123', action_source: 'website', pii_mode: 'hashed', events: [{ name: 'purchase', platform_event: 'Purchase' }] },
+    });
+    expect(meta.status).toBe(201);
     const ANN = sha256('ann@example.com');
     await send(key, [
       serverEvent({ event_metadata: { idempotency_key: 'order-a1', identifiers: { ...NO_IDS, email: { sha256_email: ANN } } } }),
       serverEvent({ event_metadata: { idempotency_key: 'order-b1', identifiers: { ...NO_IDS, user: 'bob' } } }),
     ]);
     await eventually('two conversions queued', async () => (await service.db.query('SELECT 1 FROM forward_outbox WHERE workspace_id = $1', [ws])).rows.length === 2);
+    await eventually('and two for the Meta destination', async () => (await service.db.query('SELECT 1 FROM destination_outbox WHERE workspace_id = $1', [ws])).rows.length === 2);
     const job = await erase(ws, { sha256_email: ANN.toUpperCase() });
-    expect(job.removed).toMatchObject({ outbox: 1, why_records: 1 });
+    expect(job.removed).toMatchObject({ outbox: 2, why_records: 1 });
+    expect((await service.db.query<{ event_id: string }>('SELECT event_id FROM destination_outbox WHERE workspace_id = $1', [ws])).rows).toEqual([{ event_id: 'order-b1' }]);
     const left = await service.db.query<{ event_id: string }>('SELECT event_id FROM forward_outbox WHERE workspace_id = $1', [ws]);
     expect(left.rows.map((r) => r.event_id)).toEqual(['order-b1']);
     // Bob's conversion still explains itself; Ann's does not exist any more.

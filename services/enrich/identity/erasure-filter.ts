@@ -30,6 +30,10 @@ const CLASS: Readonly<Record<GraphKind, string>> = {
   client_id: 'client',
   session_id: 'session',
   ttclid: 'ttclid',
+  fbclid: 'fbclid',
+  gclid: 'gclid',
+  gbraid: 'gbraid',
+  wbraid: 'wbraid',
   organization: 'organization',
 };
 

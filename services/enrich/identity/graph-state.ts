@@ -79,6 +79,10 @@ const KIND_TAG: Readonly<Record<GraphKind, string>> = {
   client_id: 'k',
   session_id: 's',
   ttclid: 't',
+  fbclid: 'f',
+  gclid: 'g',
+  gbraid: 'b',
+  wbraid: 'w',
   organization: 'o',
 };
 const CLUSTER_TAG = 'c';
@@ -90,7 +94,7 @@ const SEP = '\u001f';
  */
 export const EPHEMERAL_RETENTION: Readonly<Record<string, number>> = {
   [KIND_TAG.session_id + SEP]: 2 * DAY_MS,
-  [KIND_TAG.ttclid + SEP]: MAX_CLICK_WINDOW_MS,
+  ...Object.fromEntries((['ttclid', 'fbclid', 'gclid', 'gbraid', 'wbraid'] as const).map((k) => [KIND_TAG[k] + SEP, MAX_CLICK_WINDOW_MS])),
 };
 
 /**

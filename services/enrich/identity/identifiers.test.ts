@@ -58,6 +58,22 @@ describe('graph input of an event', () => {
     expect(input.skipped).toEqual([{ kind: 'loyalty', reason: 'unsupported_kind' }]);
   });
 
+  it('the other platforms\' click ids of the URL join the graph beside ttclid, under the same consent', () => {
+    const page_location = 'https://shop.example/p?ttclid=T1&fbclid=IwAR1&gclid=Cj0&wbraid=W1';
+    const e = webEnvelope({ event_data: { page_location } });
+    const nodes = graphInputOf(e, consentDecision(e.consent)).nodes.filter((n) => n.kind !== 'user_id' && !n.kind.includes('sha256') && n.kind !== 'client_id' && n.kind !== 'session_id');
+    expect(nodes).toEqual([
+      { kind: 'ttclid', value: 'T1' },
+      { kind: 'fbclid', value: 'IwAR1' },
+      { kind: 'gclid', value: 'Cj0' },
+      { kind: 'wbraid', value: 'W1' },
+    ]);
+    const denied = webEnvelope({ event_data: { page_location }, event_metadata: { consent: { ad_storage: 'DENIED' } } });
+    const input = graphInputOf(denied, consentDecision(denied.consent));
+    expect(input.nodes).toEqual([]);
+    expect(input.skipped.filter((s) => ['fbclid', 'gclid', 'wbraid'].includes(s.kind)).map((s) => s.reason)).toEqual(['consent_ad_storage', 'consent_ad_storage', 'consent_ad_storage']);
+  });
+
   it('a URL without ttclid gives no click id; a malformed URL neither', () => {
     for (const page_location of ['https://shop.example/', 'not a url', 'https://x.example/?ttclid=']) {
       expect(kinds(webEnvelope({ event_data: { page_location } }))).not.toContain('ttclid');

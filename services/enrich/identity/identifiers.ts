@@ -4,9 +4,9 @@
  */
 import type { EventEnvelope, IdentifierKind } from '../../shared/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
-import { clickIdFromUrl } from '../click-id.js';
+import { clickIdsFromUrl } from '../click-id.js';
 import type { ConsentDecision } from '../consent.js';
-import { KIND_RULES, kindPriority, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
+import { CLICK_KINDS, KIND_RULES, kindPriority, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
 export type SkipReason = 'consent_ad_storage' | 'consent_ad_user_data' | 'junk' | 'unsupported_kind';
 
@@ -66,8 +66,7 @@ function candidates(e: EventEnvelope): { nodes: GraphNode[]; unsupported: string
   }
   if (e.session?.client_id) nodes.push({ kind: 'client_id', value: e.session.client_id });
   if (e.session?.session_id) nodes.push({ kind: 'session_id', value: e.session.session_id });
-  const click = clickIdFromUrl(e.session?.page_location);
-  if (click) nodes.push({ kind: 'ttclid', value: click });
+  for (const [kind, value] of Object.entries(clickIdsFromUrl(e.session?.page_location))) nodes.push({ kind: kind as GraphKind, value });
   return { nodes, unsupported };
 }
 
@@ -77,7 +76,7 @@ export function graphInputOf(e: EventEnvelope, consent: ConsentDecision): GraphI
   const kept = new Map<string, GraphNode>();
   const withheld = new Map<string, GraphNode>();
   for (const n of nodes) {
-    if (!consent.graph || (n.kind === 'ttclid' && !consent.clickIds)) skipped.push({ kind: n.kind, reason: 'consent_ad_storage' });
+    if (!consent.graph || (CLICK_KINDS.has(n.kind) && !consent.clickIds)) skipped.push({ kind: n.kind, reason: 'consent_ad_storage' });
     else if (KIND_RULES[n.kind].personal && !consent.personalData) skipped.push({ kind: n.kind, reason: 'consent_ad_user_data' });
     else if (isJunk(n.kind, n.value)) {
       skipped.push({ kind: n.kind, reason: 'junk' });

@@ -13,6 +13,10 @@ export const GRAPH_KINDS = [
   'client_id',
   'session_id',
   'ttclid',
+  'fbclid',
+  'gclid',
+  'gbraid',
+  'wbraid',
   'organization',
 ] as const;
 export type GraphKind = (typeof GRAPH_KINDS)[number];
@@ -35,8 +39,15 @@ export const KIND_RULES: Readonly<Record<GraphKind, KindRule>> = {
   client_id: { personal: false, stable: true, merges: true, hashed: false },
   session_id: { personal: false, stable: false, merges: true, hashed: false },
   ttclid: { personal: false, stable: false, merges: true, hashed: false },
+  fbclid: { personal: false, stable: false, merges: true, hashed: false },
+  gclid: { personal: false, stable: false, merges: true, hashed: false },
+  gbraid: { personal: false, stable: false, merges: true, hashed: false },
+  wbraid: { personal: false, stable: false, merges: true, hashed: false },
   organization: { personal: true, stable: false, merges: false, hashed: false },
 };
+
+/** Click ids: per visit, linked only with ad_storage consent for click ids. */
+export const CLICK_KINDS: ReadonlySet<GraphKind> = new Set(['ttclid', 'fbclid', 'gclid', 'gbraid', 'wbraid']);
 
 /** Resolution order: an event belongs to the cluster of its first identifier in this order (GRAPH_KINDS order). */
 export const kindPriority = (k: GraphKind): number => GRAPH_KINDS.indexOf(k);

@@ -82,6 +82,7 @@ function build(
     event_source: setup.event_source,
     event_source_id: setup.event_source_id,
     test_event_code: selection.testEventCode,
+    event_name: e.name,
     record,
   };
   return { conversion, explanation: explain(conversion, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)) };

@@ -112,6 +112,7 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
     return {
       ...c,
       request_id: c.request_id ?? null,
+      event_name: c.event_name ?? null,
       record: {
         ...record,
         page: { url: record.page.url },
@@ -133,8 +134,13 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
       ...(properties_json === null ? {} : { properties: JSON.parse(properties_json) }),
     };
     // request_id is optional (records written before it have none): absent, not null, as the service builds them.
-    const { request_id, ...conversion } = a as Omit<ConversionReady, 'record'>;
-    return { ...conversion, ...(request_id === null || request_id === undefined ? {} : { request_id }), record: out };
+    const { request_id, event_name, ...conversion } = a as Omit<ConversionReady, 'record'>;
+    return {
+      ...conversion,
+      ...(request_id === null || request_id === undefined ? {} : { request_id }),
+      ...(event_name === null || event_name === undefined ? {} : { event_name }),
+      record: out,
+    };
   },
 };
 

@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import { classify } from '../classify.js';
+import type { PlatformAnswer } from '../platform-client.js';
+import type { PlatformEventRecord } from '../../shared/conversion.js';
+import { deliverBatch, type DeliveryHooks } from './deliver.js';
+import { halves, type DestinationKind, type EventResult, type Outgoing } from './kind.js';
+
+/**
+ * A kind whose platform is a function of the batch: the loop is tested on its own, without a network. The kinds'
+ * HTTP sides are tested against their sandboxes (sender.test.ts, meta.test.ts).
+ */
+function scripted(
+  answer: (ids: string[], token: string) => Partial<PlatformAnswer>,
+  opts: { results?: (ids: string[]) => EventResult[]; withhold?: (r: PlatformEventRecord) => string | null } = {},
+): { kind: DestinationKind<{ ids: string[] }>; requests: string[][] } {
+  const requests: string[][] = [];
+  const kind: DestinationKind<{ ids: string[] }> = {
+    name: 'tiktok',
+    auth: 'oauth_refresh',
+    batchLimit: 10,
+    consent: (record) => {
+      const why = opts.withhold?.(record) ?? null;
+      return why === null ? { send: true, record } : { send: false, reason: why };
+    },
+    request: (_g, batch) => ({ ids: batch.map((b) => b.eventId) }),
+    send: async (token, body) => {
+      requests.push(body.ids);
+      return {
+        endpoint: 'event_track',
+        httpStatus: 200,
+        transportError: null,
+        code: 0,
+        message: 'OK',
+        requestId: 'r',
+        data: {},
+        retryAfterMs: null,
+        ...answer(body.ids, token),
+      };
+    },
+    classify,
+    results: (batch) => opts.results?.(batch.map((b) => b.eventId)) ?? batch.map(() => ({ outcome: 'sent' as const })),
+    isolate: (batch) => halves(batch),
+  };
+  return { kind, requests };
+}
+
+const rows = (...ids: string[]): Outgoing[] =>
+  ids.map((id) => ({ eventId: id, record: { event: 'Purchase', event_id: id } as unknown as PlatformEventRecord }));
+
+function recorder(token: { fresh: string | null } = { fresh: null }) {
+  const log: string[] = [];
+  const ids = (b: Outgoing[]) => b.map((r) => r.eventId).join(',');
+  const hooks: DeliveryHooks<Outgoing> = {
+    sent: async (b) => void log.push(`sent ${ids(b)}`),
+    refused: async (b, r) => void log.push(`refused ${ids(b)} ${r.code}`),
+    withheld: async (b, reason) => void log.push(`withheld ${ids(b)} ${reason}`),
+    retry: async (b) => void log.push(`retry ${ids(b)}`),
+    tokenRefused: async (b, _a, again) => {
+      log.push(`token ${ids(b)}${again ? ' again' : ''}`);
+      return again ? null : token.fresh;
+    },
+  };
+  return { log, hooks };
+}
+const group = { eventSource: 'WEB', eventSourceId: 'P', testEventCode: '' };
+
+describe('deliverBatch', () => {
+  it.each([
+    ['an ok answer sends the batch in one request', () => scripted(() => ({})), 'a b c', ['sent a,b,c'], 1, 'done'],
+    [
+      'a batch refused for one record is narrowed down to it',
+      () => scripted((ids) => (ids.includes('c') ? { code: 40002, message: 'invalid parameters' } : {})),
+      'a b c d',
+      ['sent a,b', 'refused c 40002', 'sent d'],
+      5,
+      'done',
+    ],
+    [
+      'a refusal for the whole batch dead-letters it at once',
+      () => scripted(() => ({ code: 40001, message: 'no permission' })),
+      'a b',
+      ['refused a,b 40001'],
+      1,
+      'done',
+    ],
+    ['a retryable answer stops with the batch kept', () => scripted(() => ({ httpStatus: 503, code: null })), 'a b', ['retry a,b'], 1, 'stopped'],
+    [
+      'per-event results of an ok answer settle each event on its own',
+      () => scripted(() => ({}), { results: (ids) => ids.map((id) => (id === 'b' ? { outcome: 'refused' as const, code: 7, message: 'bad' } : { outcome: 'sent' as const })) }),
+      'a b c',
+      ['sent a,c', 'refused b 7'],
+      1,
+      'done',
+    ],
+    [
+      'records the consent rules forbid are withheld, never sent',
+      () => scripted(() => ({}), { withhold: (r) => (r.event_id === 'b' ? 'consent_denied' : null) }),
+      'a b c',
+      ['withheld b consent_denied', 'sent a,c'],
+      1,
+      'done',
+    ],
+  ])('%s', async (_name, make, ids, expected, requests, outcome) => {
+    const { kind, requests: sent } = make();
+    const { log, hooks } = recorder();
+    expect(await deliverBatch(kind, group, 't', rows(...ids.split(' ')), hooks)).toBe(outcome);
+    expect(log).toEqual(expected);
+    expect(sent).toHaveLength(requests);
+  });
+
+  it('a refused token: resends once with the fresh one, and stops when that is refused too', async () => {
+    const good = scripted((_ids, token) => (token === 'fresh' ? {} : { code: 40105, message: 'expired' }));
+    const r1 = recorder({ fresh: 'fresh' });
+    expect(await deliverBatch(good.kind, group, 'old', rows('a'), r1.hooks)).toBe('done');
+    expect(r1.log).toEqual(['token a', 'sent a']);
+
+    const bad = scripted(() => ({ code: 40105, message: 'expired' }));
+    const r2 = recorder({ fresh: 'fresh' });
+    expect(await deliverBatch(bad.kind, group, 'old', rows('a'), r2.hooks)).toBe('stopped');
+    expect(r2.log).toEqual(['token a', 'token a again']);
+    expect(bad.requests).toHaveLength(2);
+  });
+
+  it('nothing sendable: no request at all', async () => {
+    const { kind, requests } = scripted(() => ({}), { withhold: () => 'consent_denied' });
+    const { log, hooks } = recorder();
+    expect(await deliverBatch(kind, group, 't', rows('a'), hooks)).toBe('done');
+    expect(requests).toHaveLength(0);
+    expect(log).toEqual(['withheld a consent_denied']);
+  });
+});

@@ -1,0 +1,44 @@
+/**
+ * The TikTok kind (operator contract, "The platform side"): OAuth with refresh tokens, `event/track` with up to
+ * 1,000 records of one event source, pixel and test code, the answer classified by classify.ts. Enrich already
+ * builds the record in TikTok's shape under the spec's consent rules, so it goes as it is.
+ */
+import { classify } from '../classify.js';
+import type { BatchGroup } from '../outbox-repo.js';
+import type { PlatformClient, TrackBody } from '../platform-client.js';
+import type { DestinationKind, Outgoing } from './kind.js';
+import { halves } from './kind.js';
+
+export const TIKTOK_BATCH_LIMIT = 1000;
+
+export function trackBody(group: BatchGroup, batch: readonly Outgoing[]): TrackBody {
+  return {
+    event_source: group.eventSource,
+    event_source_id: group.eventSourceId,
+    ...(group.testEventCode === '' ? {} : { test_event_code: group.testEventCode }),
+    data: batch.map((r) => r.record),
+  };
+}
+
+/** Splits a rejected batch: the record the platform's message names (`data[i]…`) alone, else two halves. */
+export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[]] {
+  const m = /\bdata\[(\d+)\]/.exec(message);
+  const i = m ? Number(m[1]) : -1;
+  if (i >= 0 && i < batch.length) return [[batch[i]!], [...batch.slice(0, i), ...batch.slice(i + 1)]];
+  return halves(batch);
+}
+
+export function tiktokKind(client: PlatformClient): DestinationKind<TrackBody> {
+  return {
+    name: 'tiktok',
+    auth: 'oauth_refresh',
+    batchLimit: TIKTOK_BATCH_LIMIT,
+    consent: (record) => ({ send: true, record }),
+    request: trackBody,
+    send: (accessToken, body) => client.track(accessToken, body),
+    classify,
+    // The events API answers for the whole request: an ok takes every record of it.
+    results: (batch) => batch.map(() => ({ outcome: 'sent' as const })),
+    isolate: (batch, c) => splitRejected(batch, c.message),
+  };
+}

@@ -1,0 +1,142 @@
+/**
+ * Destinations end to end over real HTTP: the whole service on the embedded default, with the TikTok sandbox, the
+ * Meta stand-in and the Google stand-in. One workspace with a TikTok, a Meta and a Google destination, each
+ * connected in a browser-like flow; a purchase goes to all three in each platform's shape, with each platform's
+ * consent rules and only its own click id.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startService, type RunningService } from '../../services/compose/service.js';
+import { loadConfig } from '../../services/shared/config.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { sha256, webEvent } from '../helpers/factories.js';
+import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
+import { sandboxServiceEnv } from '../helpers/sre-flow.js';
+import { SETUP } from '../helpers/workspaces.js';
+import { connectLikeABrowser } from '../sandbox/connect.js';
+import { GOOGLE_APP, startGoogleSandbox, type RunningGoogleSandbox } from '../sandbox/google/app.js';
+import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
+import { freePort } from '../sandbox/ports.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+
+const ADMIN = 'destinations-e2e-admin-token';
+const PIXEL = '7777777777';
+let tiktok: RunningSandbox;
+let meta: RunningMetaSandbox;
+let google: RunningGoogleSandbox;
+let service: RunningService;
+let url: string;
+let admin: AdminClient;
+
+beforeAll(async () => {
+  tiktok = await startSandbox({ port: 0 });
+  meta = await startMetaSandbox({ pixels: [PIXEL] });
+  google = await startGoogleSandbox();
+  const port = await freePort();
+  url = `http://127.0.0.1:${port}`;
+  const config = loadConfig({
+    ...sandboxServiceEnv(tiktok, port),
+    META_API_BASE: meta.apiBase,
+    META_AUTH_URL: meta.authUrl,
+    META_APP_ID: META_APP.id,
+    META_APP_SECRET: META_APP.secret,
+    GOOGLE_API_BASE: google.apiBase,
+    GOOGLE_AUTH_URL: google.authUrl,
+    GOOGLE_TOKEN_URL: google.tokenUrl,
+    GOOGLE_REVOKE_URL: google.revokeUrl,
+    GOOGLE_CLIENT_ID: GOOGLE_APP.id,
+    GOOGLE_CLIENT_SECRET: GOOGLE_APP.secret,
+    HOST: '127.0.0.1',
+    DATA_DIR: mkdtempSync(join(tmpdir(), 'destinations-e2e-')),
+    ADMIN_TOKEN: ADMIN,
+    LOG_LEVEL: 'silent',
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
+  });
+  service = await startService(config, silentLogger, { inMemoryDb: true });
+  await service.app.listen({ port, host: '127.0.0.1' });
+  admin = adminClient(url, ADMIN);
+});
+afterAll(async () => {
+  await service?.close();
+  await Promise.all([tiktok?.close(), meta?.close(), google?.close()]);
+});
+
+async function connect(path: string): Promise<void> {
+  const started = await admin.call('POST', path);
+  expect(started.status, JSON.stringify(started.body)).toBe(200);
+  const page = await connectLikeABrowser(started.body.authorize_url);
+  expect(page.status, page.html).toBe(200);
+}
+
+describe('a workspace with a TikTok, a Meta and a Google destination', () => {
+  let key: string;
+  beforeAll(async () => {
+    const ws = (await admin.createWorkspace('three-destinations')).id;
+    key = (await admin.createKey(ws, 'live')).key;
+    expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
+    await connect(`/admin/v1/workspaces/${ws}/connection`);
+    const m = await admin.call('POST', `/admin/v1/workspaces/${ws}/destinations`, {
+      kind: 'meta',
+      name: 'Meta',
+      setup: { pixel_id: PIXEL, action_source: 'website', pii_mode: 'hashed', events: [{ name: 'purchase', platform_event: 'Purchase' }] },
+    });
+    const g = await admin.call('POST', `/admin/v1/workspaces/${ws}/destinations`, {
+      kind: 'google',
+      name: 'Google Ads',
+      setup: { customer_id: '1234567890', conversion_action_id: '42', pii_mode: 'hashed', events: [{ name: 'purchase', platform_event: 'purchase' }] },
+    });
+    expect([m.status, g.status]).toEqual([201, 201]);
+    await connect(`/admin/v1/workspaces/${ws}/destinations/${m.body.id}/connection`);
+    await connect(`/admin/v1/workspaces/${ws}/destinations/${g.body.id}/connection`);
+    const list = await admin.call('GET', `/admin/v1/workspaces/${ws}/destinations`);
+    expect(list.body.items.map((d: { kind: string; status: string }) => `${d.kind}:${d.status}`)).toEqual(['tiktok:connected', 'meta:connected', 'google:connected']);
+  });
+
+  async function send(consent: Record<string, string> = {}): Promise<string> {
+    const idem = `order-${Math.random().toString(36).slice(2)}`;
+    const body = webEvent({
+      event_data: { page_location: 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1&gclid=GC1', value: 30, currency: 'EUR' },
+      event_metadata: { idempotency_key: idem, consent },
+    });
+    const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
+    expect(r.status, await r.clone().text()).toBe(202);
+    return idem;
+  }
+  const metaEvents = async () => ((await (await fetch(`${meta.controlUrl}/received`)).json()) as { events: Array<{ event: Record<string, any> }> }).events.map((e) => e.event);
+  const googleEvents = async () => ((await (await fetch(`${google.controlUrl}/received`)).json()) as { events: Array<{ event: Record<string, any> }> }).events.map((e) => e.event);
+
+  it('one purchase reaches all three, each in its own shape with only its own click id', async () => {
+    const id = await send();
+    const t = await eventually('TikTok has it', async () => (await receivedBySandbox(tiktok)).find((e) => e.event_id === id)?.record);
+    const m = await eventually('Meta has it', async () => (await metaEvents()).find((e) => e.event_id === id));
+    const g = await eventually('Google has it', async () => (await googleEvents()).find((e) => e.transactionId === id));
+    expect(t).toMatchObject({ event: 'CompletePayment', user: { ttclid: 'TT1' } });
+    expect(m).toMatchObject({
+      event_name: 'Purchase',
+      action_source: 'website',
+      event_source_url: 'https://shop.example/checkout?fbclid=FB1',
+      user_data: { em: [sha256('jane@example.com')], fbc: expect.stringMatching(/^fb\.1\.\d+\.FB1$/) },
+      custom_data: { value: 30, currency: 'EUR' },
+      data_processing_options: [],
+    });
+    expect(g).toMatchObject({ adIdentifiers: { gclid: 'GC1' }, consent: { adUserData: 'CONSENT_GRANTED' }, conversionValue: 30, currency: 'EUR' });
+    expect(JSON.stringify(m)).not.toMatch(/TT1|GC1/);
+    expect(JSON.stringify(g)).not.toMatch(/TT1|FB1/);
+  });
+
+  it('ad_user_data denied: Meta gets nothing, Google gets the click without user data and the consent, TikTok as its rules say', async () => {
+    const id = await send({ ad_user_data: 'DENIED' });
+    const t = await eventually('TikTok has it', async () => (await receivedBySandbox(tiktok)).find((e) => e.event_id === id)?.record);
+    const g = await eventually('Google has it', async () => (await googleEvents()).find((e) => e.transactionId === id));
+    expect(t.user?.email).toBeUndefined();
+    expect(g).toMatchObject({ adIdentifiers: { gclid: 'GC1' }, consent: { adUserData: 'CONSENT_DENIED' } });
+    expect(g).not.toHaveProperty('userData');
+    // Meta's copy was queued, then withheld by Meta's consent rule when its batch came up: never sent.
+    await eventually('Meta\'s copy settled', async () => (await service.db.query("SELECT 1 FROM destination_outbox o JOIN destinations d ON d.id = o.destination_id WHERE d.kind = 'meta' AND o.event_id = $1", [id])).rows.length === 0);
+    expect(await service.db.query('SELECT 1 FROM destination_sent WHERE event_id = $1', [id])).toMatchObject({ rows: [{}] }); // Google's ledger only
+    expect((await metaEvents()).find((e) => e.event_id === id)).toBeUndefined();
+  });
+});
