@@ -42,11 +42,11 @@ export function bindingCookieName(state: string): string {
  * The values the platform sends back: tokens of URL-safe characters, and a free-text description, kept short enough
  * that a URL carrying all of them stays under the service's 8 KiB limit however it is encoded.
  */
-const token = (maxLength: number) => ({ type: 'string', maxLength, pattern: '^[\\x21-\\x7e]*$' }) as const;
-const queryValue = token(256);
+export const token = (maxLength: number) => ({ type: 'string', maxLength, pattern: '^[\\x21-\\x7e]*$' }) as const;
+export const queryValue = token(256);
 /** A page for the person in the browser; a URL the service cannot read at all is a problem document instead. */
-const page = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
-const pageOrProblem = (description: string) => ({
+export const page = (description: string) => ({ description, content: { 'text/html': { schema: { type: 'string' } } } });
+export const pageOrProblem = (description: string) => ({
   description,
   content: { 'text/html': { schema: { type: 'string' } }, 'application/problem+json': { schema: problemSchema } },
 });

@@ -113,14 +113,14 @@ describe('/destinations', () => {
     it.each([
       ['an unknown kind', { kind: 'snap', name: 'x', setup: metaSetup() }, 400, /kind/],
       ['no name', { kind: 'meta', setup: metaSetup() }, 400, /name/],
-      ['a pixel id with letters', { kind: 'meta', name: 'x', setup: metaSetup({ pixel_id: 'px1' }) }, 400, /setup.pixel_id: must be the pixel/],
-      ['an unknown action_source', { kind: 'meta', name: 'x', setup: metaSetup({ action_source: 'web' }) }, 400, /setup.action_source/],
-      ['no events', { kind: 'meta', name: 'x', setup: metaSetup({ events: [] }) }, 400, /setup.events/],
-      ['an event listed twice', { kind: 'meta', name: 'x', setup: metaSetup({ events: [{ name: 'a', platform_event: 'Lead' }, { name: 'a', platform_event: 'Purchase' }] }) }, 400, /listed more than once/],
-      ['an unknown setup field', { kind: 'meta', name: 'x', setup: metaSetup({ pixel: '1' }) }, 400, /Unrecognized key/],
-      ['a tiktok setup without events', { kind: 'tiktok', name: 'x', setup: { ...tiktokSetup, events: undefined } }, 400, /events/],
-      ['a google setup with a dashed customer id', { kind: 'google', name: 'x', setup: { ...googleSetup, customer_id: '123-456-7890' } }, 400, /setup.customer_id/],
-      ['a meta setup for a google destination', { kind: 'google', name: 'x', setup: metaSetup() }, 400, /setup/],
+      ['a pixel id with letters', { kind: 'meta', name: 'x', setup: metaSetup({ pixel_id: 'px1' }) }, 422, /setup.pixel_id: must be the pixel/],
+      ['an unknown action_source', { kind: 'meta', name: 'x', setup: metaSetup({ action_source: 'web' }) }, 422, /setup.action_source/],
+      ['no events', { kind: 'meta', name: 'x', setup: metaSetup({ events: [] }) }, 422, /setup.events/],
+      ['an event listed twice', { kind: 'meta', name: 'x', setup: metaSetup({ events: [{ name: 'a', platform_event: 'Lead' }, { name: 'a', platform_event: 'Purchase' }] }) }, 422, /listed more than once/],
+      ['an unknown setup field', { kind: 'meta', name: 'x', setup: metaSetup({ pixel: '1' }) }, 422, /Unrecognized key/],
+      ['a tiktok setup without events', { kind: 'tiktok', name: 'x', setup: { ...tiktokSetup, events: undefined } }, 422, /events/],
+      ['a google setup with a dashed customer id', { kind: 'google', name: 'x', setup: { ...googleSetup, customer_id: '123-456-7890' } }, 422, /setup.customer_id/],
+      ['a meta setup for a google destination', { kind: 'google', name: 'x', setup: metaSetup() }, 422, /setup/],
     ])('refuses %s', async (_n, payload, status, message) => {
       const ws = await rig.workspace();
       const r = await app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
@@ -134,7 +134,7 @@ describe('/destinations', () => {
       expect((await post({ kind: 'tiktok', name: 'a', setup: tiktokSetup })).statusCode).toBe(201);
       expect((await post({ kind: 'tiktok', name: 'b', setup: tiktokSetup })).statusCode).toBe(409);
       const m = await createMeta(ws);
-      expect((await app.inject({ method: 'PUT', url: `/admin/v1/workspaces/${ws}/destinations/${m.id}`, headers: auth, payload: { kind: 'tiktok', name: 'x', setup: tiktokSetup } })).statusCode).toBe(400);
+      expect((await app.inject({ method: 'PUT', url: `/admin/v1/workspaces/${ws}/destinations/${m.id}`, headers: auth, payload: { kind: 'tiktok', name: 'x', setup: tiktokSetup } })).statusCode).toBe(422);
       expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/tiktok`, headers: auth })).statusCode).toBe(409);
       expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/dst_nope`, headers: auth })).statusCode).toBe(404);
       expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/ws_nope/destinations`, headers: auth })).statusCode).toBe(404);

@@ -5,6 +5,7 @@
  */
 import { Ajv } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { noContent, problems } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
 import { destinationConversions } from '../../forwarder/metrics.js';
@@ -138,13 +139,13 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.post<{ Params: { ws: string }; Body: { kind: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations',
-    { schema: { body, response: { 201: destinationSchema } } },
+    { schema: { body, response: { 201: destinationSchema, ...problems(409, 422) } } },
     async (request, reply) => {
       const { ws } = request.params;
       await requireWorkspace(ws);
       const { kind, name } = request.body;
       const parsed = parseSetup(kind, request.body.setup);
-      if (!parsed.ok) throw new IngestError('validation', parsed.message);
+      if (!parsed.ok) throw new IngestError('unprocessable', parsed.message);
       if (kind === 'tiktok') {
         // The workspace's first TikTok destination is its forwarding setup; a second one is not offered yet.
         if (await forwarding.get(ws)) {
@@ -182,20 +183,20 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.put<{ Params: Params; Body: { kind?: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations/:id',
-    { schema: { body: putBody, response: { 200: destinationSchema } } },
+    { schema: { body: putBody, response: { 200: destinationSchema, ...problems(422) } } },
     async (request) => {
       const { ws, id } = request.params;
       await requireWorkspace(ws);
       if (id === FIRST_TIKTOK_ID) {
         const parsed = parseSetup('tiktok', request.body.setup);
-        if (!parsed.ok) throw new IngestError('validation', parsed.message);
+        if (!parsed.ok) throw new IngestError('unprocessable', parsed.message);
         await forwarding.put(ws, request.body.setup as ForwardingSetupInput);
         return firstTiktok(ws);
       }
       const d = await requireDestination(ws, id);
-      if (request.body.kind !== undefined && request.body.kind !== d.kind) throw new IngestError('validation', `kind: a ${d.kind} destination stays ${d.kind}`);
+      if (request.body.kind !== undefined && request.body.kind !== d.kind) throw new IngestError('unprocessable', `kind: a ${d.kind} destination stays ${d.kind}`);
       const parsed = parseSetup(d.kind, request.body.setup);
-      if (!parsed.ok) throw new IngestError('validation', parsed.message);
+      if (!parsed.ok) throw new IngestError('unprocessable', parsed.message);
       return destinationOut((await deps.destinations.update(ws, id, request.body.name, parsed.setup))!);
     },
   );
@@ -213,7 +214,10 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     else request.log.warn({ destination: d.id, code: answer.code, message: answer.message }, 'destination revocation not confirmed');
   };
 
-  app.delete<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id', async (request, reply) => {
+  app.delete<{ Params: Params }>(
+    '/admin/v1/workspaces/:ws/destinations/:id',
+    { schema: { response: { 204: noContent('Removed: credentials deleted, revocation requested.'), ...problems(409) } } },
+    async (request, reply) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     if (id === FIRST_TIKTOK_ID) {
@@ -221,11 +225,12 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     }
     await disconnect(request, await requireDestination(ws, id), true);
     return reply.code(204).send();
-  });
+    },
+  );
 
   // ------------------------------------------------------------------ the destination's connection
 
-  app.post<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', { schema: { response: { 200: authorizeSchema } } }, async (request, reply) => {
+  app.post<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', { schema: { response: { 200: authorizeSchema, ...problems(422, 503) } } }, async (request, reply) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     try {
@@ -236,7 +241,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
       const started = await deps.destinationFlow.start(await requireDestination(ws, id));
       return { authorize_url: started.startUrl, redirect_uri: deps.destinationFlow.redirectUri, expires_at: started.expiresAt.toISOString() };
     } catch (err) {
-      if (err instanceof KindNotConnectableError) throw new IngestError('validation', err.message);
+      if (err instanceof KindNotConnectableError) throw new IngestError('unprocessable', err.message);
       if (!(err instanceof PlatformNotConfiguredError || err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError)) throw err;
       return sendConnectionProblem(request, reply as FastifyReply, deps.publicBaseUrl, CONNECTION_PROBLEMS.notConfigured, err.message);
     }
@@ -253,11 +258,15 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     return { status: d.status, account_id: d.accountId, time_zone: null, access_expires_at: iso(d.accessExpiresAt), reason: d.statusReason };
   });
 
-  app.delete<{ Params: Params }>('/admin/v1/workspaces/:ws/destinations/:id/connection', async (request, reply) => {
+  app.delete<{ Params: Params }>(
+    '/admin/v1/workspaces/:ws/destinations/:id/connection',
+    { schema: { response: { 204: noContent('Disconnected: credentials deleted, revocation requested.') } } },
+    async (request, reply) => {
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     if (id === FIRST_TIKTOK_ID) await disconnectWorkspace(deps, ws, 'admin', request.log);
     else await disconnect(request, await requireDestination(ws, id), false);
     return reply.code(204).send();
-  });
+    },
+  );
 }
