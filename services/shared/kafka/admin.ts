@@ -147,7 +147,9 @@ export class KafkaAdmin {
   /** A group's committed offsets on a topic; null for a partition without one. */
   async committedOffsets(groupId: string, topic: string): Promise<Map<number, bigint | null>> {
     const partitions = await this.partitionsOf(topic);
-    const [group] = await this.admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: [{ name: topic, partitionIndexes: partitions }] }] });
+    // requireStable: an offset committed in a transaction still completing is waited for, not read as it was before
+    // (a new owner reads its start position right after fencing the old one; KIP-447).
+    const [group] = await this.admin.listConsumerGroupOffsets({ groups: [{ groupId, topics: [{ name: topic, partitionIndexes: partitions }] }], requireStable: true });
     const committed = new Map((group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p.committedOffset]));
     return new Map(partitions.map((p) => {
       const offset = committed.get(p);
