@@ -15,7 +15,7 @@ NODE_ABI := $(shell $(NODE_BIN)/node -p process.versions.modules)
 STAMP := node_modules/.install-stamp-abi$(NODE_ABI)
 CLIENT_STAMP := clients/node/node_modules/.install-stamp
 
-$(STAMP): package.json package-lock.json
+$(STAMP): package.json package-lock.json $(wildcard patches/*.patch)
 	npm ci --no-audit --no-fund --loglevel=error
 	@rm -f node_modules/.install-stamp*
 	@touch $@
