@@ -88,7 +88,7 @@ export async function buildApp(deps: AppDeps): Promise<FastifyInstance> {
   registerErrorHandling(app, deps.config.publicBaseUrl);
   // The document says every status a route answers (its own, and those any route of its kind can).
   app.addHook('onRoute', (route) => documentErrors(route as never));
-  // One JSON parser for ingestion and the admin API: every value it lets through can be stored (issue 14).
+  // One JSON parser for ingestion and the admin API: every value it lets through can be stored.
   registerJsonBodyParser(app);
   await app.register(swagger, { openapi: structuredClone(OPENAPI_INFO) as never });
   // Two Authorization headers: Node keeps the first, a proxy may keep the last; neither is trusted.

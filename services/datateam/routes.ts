@@ -1,7 +1,7 @@
 /**
  * Admin API for data teams (operator contract, "Data-team operations"): a workspace's dead letters (list, one,
  * redrive, discard) and the export of its accepted events as NDJSON. The replay routes live beside these
- * (issue 10, part 1). Errors are the admin API's problem documents (400 bad input, 404 unknown workspace or letter).
+ * (services/replay). Errors are the admin API's problem documents (400 bad input, 404 unknown workspace or letter).
  */
 import { Readable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';

@@ -4,7 +4,7 @@
  * NOTE: no path runs the body back to back. A wake after a good run still waits MIN_GAP_MS on a timer (a
  * macrotask: the HTTP server's sockets get their turn even when the body's I/O resolves in microtasks, as PGlite's
  * does), and after a failure wakes are ignored: the pause grows from intervalMs to 30 s. A body that fails on
- * every run can therefore never pin the event loop that serves HTTP (issue 14).
+ * every run can therefore never pin the event loop that serves HTTP.
  */
 import type { Logger } from '../shared/logger.js';
 

@@ -1,5 +1,5 @@
 /**
- * The spec's 1.5 s request deadline, measured from the request's first byte (issue 14: not from `onRequest`,
+ * The spec's 1.5 s request deadline, measured from the request's first byte (not from `onRequest`,
  * which under load runs long after the bytes arrived). The first byte is when Node's HTTP parser began the
  * message (llhttp's on-message-begin, per request, also on keep-alive sockets); where that hook is unavailable,
  * `onRequest` is the fallback.

@@ -1,5 +1,5 @@
 /**
- * Overload shedding for the ingestion routes (issue 14): past what this process can answer within the deadline,
+ * Overload shedding for the ingestion routes: past what this process can answer within the deadline,
  * a request gets a fast 503 with `Retry-After` instead of a place in a queue that answers it seconds late.
  * - Event-loop pressure: @fastify/under-pressure samples the event-loop delay and utilisation; past
  *   GATEWAY_MAX_EVENT_LOOP_DELAY_MS or GATEWAY_MAX_EVENT_LOOP_UTILIZATION, new ingestion requests are shed.
@@ -67,7 +67,7 @@ export const inFlightLimit = new Gauge({
 });
 
 /**
- * The in-flight bound, adapted to how fast this process answers (issue 14): the static bounds admit what the
+ * The in-flight bound, adapted to how fast this process answers: the static bounds admit what the
  * machine could do when idle, and under overload the requests they admitted queued behind one another (50 requests
  * at the 30 a second the embedded default then serves: 1.7 s each, past the deadline). Every window, if more than
  * a tenth of the admitted requests answered in it took longer than the target, the limit shrinks by a quarter; if

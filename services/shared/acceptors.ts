@@ -1,6 +1,6 @@
 /**
  * Extra acceptors on the service's listening socket, so that a burst of new connections is taken while the process
- * is busy (issue 14, finding 4).
+ * is busy.
  *
  * Why: libuv accepts ONE connection per event-loop iteration (libuv PR #3696, in Node 20). Under load an iteration
  * takes 50–300 ms, so 1,000 clients connecting at once waited up to 10 s in the kernel's accept queue before the

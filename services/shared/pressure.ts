@@ -1,5 +1,5 @@
 /**
- * Ingestion pressure, shared by the parts of one process (issue 14): the gateway marks it each time it sheds a
+ * Ingestion pressure, shared by the parts of one process: the gateway marks it each time it sheds a
  * request; background work of the same process (the embedded runtime's stage loops) reads it and yields, so that
  * while clients are being turned away the process spends its time answering them, not on work that can wait (the
  * records are durable in the log; the stages catch up once the pressure is gone).

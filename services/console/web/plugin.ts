@@ -3,8 +3,8 @@
  * small script served from here. Everything that guards it is registered in THIS plugin's scope, so it covers the
  * console and nothing else: sessions in the database (@fastify/session, HttpOnly SameSite cookies), CSRF tokens on
  * every form (@fastify/csrf-protection), security headers with a strict CSP (@fastify/helmet) and a rate limit on
- * sign-in (@fastify/rate-limit). README.md (section Console) says what each page does; docs/decisions.md (issue 11,
- * "The workspace settings console") says why.
+ * sign-in (@fastify/rate-limit). README.md (section Console) says what each page does; docs/decisions.md
+ * ("The workspace settings console") says why.
  */
 import { createHmac } from 'node:crypto';
 import { join } from 'node:path';

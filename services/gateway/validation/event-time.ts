@@ -1,7 +1,7 @@
 /**
  * An event's own time (API-Version 2026-12-01 and later): an RFC 3339 date-time with an offset, or an integer of Unix
  * seconds, within [request − 7 days, request + 5 minutes]. Read by both endpoints' normalisers; a bad value refuses
- * the whole request with 400 `invalid-event-time` naming the event (docs/decisions.md, issue 12).
+ * the whole request with 400 `invalid-event-time` naming the event (docs/decisions.md).
  */
 import { IngestError } from '../problems.js';
 import { LIMITS } from './limits.js';

@@ -1,7 +1,7 @@
 /**
  * The one JSON body parser of the HTTP surface (ingestion and admin API). A body is accepted only when the store
- * and the platform can hold every value of it, decided here, before anything is stored (issue 14):
- * - `Content-Encoding` other than `identity`: 415. NOTE: gzip is refused, not decoded (docs/decisions.md, issue 14):
+ * and the platform can hold every value of it, decided here, before anything is stored:
+ * - `Content-Encoding` other than `identity`: 415. NOTE: gzip is refused, not decoded (docs/decisions.md):
  *   batches are at most 1 MiB, senders (the sGTM template, the node kit) do not compress, and not inflating keeps
  *   the body limit a limit on work (no decompression bombs);
  * - a `charset` other than UTF-8 (RFC 8259 §8.1: JSON exchanged between systems is UTF-8): 415;
