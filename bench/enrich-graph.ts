@@ -19,7 +19,7 @@ import { normaliseEvent } from '../services/gateway/normalise.js';
 import { consentDecision } from '../services/enrich/consent.js';
 import { loadGraph, saveGraph } from '../services/enrich/identity/graph-repo.js';
 import { graphInputOf } from '../services/enrich/identity/identifiers.js';
-import { createEnrichProcessor } from '../services/enrich/processor.js';
+import { createEnrichProcessor, type EnrichEntry } from '../services/enrich/processor.js';
 import { scopeOf } from '../services/enrich/scope.js';
 import { openDatabase } from '../services/shared/db/open.js';
 import type { Db } from '../services/shared/db/db.js';
@@ -32,7 +32,6 @@ import { Topics, type TopicName } from '../services/shared/topics.js';
 import type { InputRecord, OutputRecord } from '../services/stream/contract.js';
 import { processWithPolicy } from '../services/stream/error-policy.js';
 import { PartitionStore } from '../services/stream/store.js';
-import type { GraphEntry } from '../services/enrich/identity/graph-state.js';
 import { makeBodies } from './lib/events.js';
 import { freshDatabase } from './lib/infra.js';
 import { round, type BenchResult } from './lib/results.js';
@@ -145,7 +144,7 @@ async function partitionLocal(baseUrl: string, events: readonly EventEnvelope[])
   return withDatabase(baseUrl, async (db) => {
     const enrich = createEnrichProcessor();
     const spec = enrich.store!;
-    const store = new PartitionStore<GraphEntry>({ ms: spec.retentionMs, byPrefix: spec.retentionByPrefix });
+    const store = new PartitionStore<EnrichEntry>({ ms: spec.retentionMs, byPrefix: spec.retentionByPrefix });
     const encode = encoders();
     const bytes = { changelog: 0, changes: 0, conversions: 0, changelogRecords: 0 };
     let offset = 0;

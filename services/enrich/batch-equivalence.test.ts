@@ -80,7 +80,7 @@ const tables = async (db: Db) => ({
     )
   ).rows,
   edges: (await db.query('SELECT * FROM identity_edges ORDER BY workspace_id, key_mode, a_kind, a_value, b_kind, b_value')).rows,
-  claims: (await db.query('SELECT workspace_id, key_mode, event_id, first_seen_at FROM conversion_ids ORDER BY 1, 2, 3')).rows,
+  claims: (await db.query(`SELECT key, value FROM state_store WHERE key LIKE 'v' || chr(31) || '%' ORDER BY key`)).rows,
 });
 
 const shape = (o: Outcome) => (o.type === 'ok' ? { ok: o.outputs.map((x) => x.value) } : o);
@@ -110,6 +110,7 @@ describe('enrich in batches equals enrich one event at a time', () => {
     expect(all.map(shape)).toEqual(one.map(shape));
     const reference = await tables(dbs[0]!);
     expect(reference.nodes.length).toBeGreaterThan(50);
+    expect(reference.claims.length).toBeGreaterThan(50);
     expect(new Set(reference.nodes.map((n) => n.cluster_id)).size).toBeLessThan(reference.nodes.length);
     expect(await tables(dbs[1]!)).toEqual(reference);
     expect(await tables(dbs[2]!)).toEqual(reference);

@@ -9,7 +9,8 @@ import { serverEvent, sgtmEvent, sha256, webEvent } from '../../test/helpers/fac
 import { DAY, T0, fromA, fromB, webEnvelope, type CtxOver } from '../../test/helpers/envelopes.js';
 import { label, outputValue, processAll } from '../../test/helpers/stage-harness.js';
 import { seedWorkspace } from '../../test/helpers/workspaces.js';
-import { claimEventIds, purgeConversionIds } from './conversion-ids.js';
+import { PartitionStore } from '../stream/store.js';
+import { CLAIM_PREFIX, claimEventIds, type EventIdClaim } from './event-id-claims.js';
 import { createEnrichProcessor } from './processor.js';
 
 let db: Db;
@@ -160,29 +161,27 @@ describe('enrich: event_id, transaction_id and conversion-level dedup', () => {
     expect([label(a!), label(b!)]).toEqual(['ok', expected]);
   });
 
-  it('a replay of the very record that claimed an event_id is not a duplicate (Kafka: claim before the offset commit)', async () => {
-    await db.transaction(async (tx) => {
-      const scope = { workspaceId: 'ws_claim', keyMode: 'live' as const };
-      const claim = (source: string) => ({ scope, eventId: 'e1', source, at: T0 });
-      expect(await claimEventIds(tx, [claim('events.deduped/0/10')])).toEqual([true]);
-      expect(await claimEventIds(tx, [claim('events.deduped/0/10')])).toEqual([true]);
-      expect(await claimEventIds(tx, [claim('events.deduped/0/11')])).toEqual([false]);
-      // Inside one batch the first record with the id wins, as one record at a time would.
-      const other = (source: string) => ({ scope, eventId: 'e2', source, at: T0 });
-      expect(await claimEventIds(tx, [other('events.deduped/0/12'), other('events.deduped/0/13'), claim('events.deduped/0/10')])).toEqual([
-        true,
-        false,
-        true,
-      ]);
-    });
+  it('claims: the first conversion of an id wins, within a batch and across batches', async () => {
+    const store = new PartitionStore<EventIdClaim>(undefined);
+    const scope = { workspaceId: 'ws_claim', keyMode: 'live' as const };
+    const claim = (eventId: string, at = T0) => ({ scope, eventId, at });
+    const first = store.begin();
+    expect(await claimEventIds(first, [claim('e1'), claim('e2'), claim('e1')])).toEqual([true, true, false]);
+    store.apply(first, T0);
+    const second = store.begin();
+    expect(await claimEventIds(second, [claim('e2'), claim('e3'), claim('e1', T0 + DAY)])).toEqual([false, true, false]);
+    // Another key mode or workspace is another id.
+    expect(await claimEventIds(second, [{ ...claim('e1'), scope: { ...scope, keyMode: 'test' } }, { ...claim('e1'), scope: { ...scope, workspaceId: 'w2' } }])).toEqual([true, true]);
   });
 
-  it('claims older than the window are purged', async () => {
-    await db.query(`INSERT INTO conversion_ids (workspace_id, key_mode, event_id, source, first_seen_at) VALUES
-      ('ws_purge', 'live', 'old', 's', now() - interval '8 days'), ('ws_purge', 'live', 'new', 's', now() - interval '1 day')`);
-    await purgeConversionIds(db, 7 * DAY);
-    const left = await db.query<{ event_id: string }>("SELECT event_id FROM conversion_ids WHERE workspace_id = 'ws_purge'");
-    expect(left.rows.map((r) => r.event_id)).toEqual(['new']);
+  it('claims leave the stage\'s store after the window, and no sooner', async () => {
+    const spec = createEnrichProcessor({ conversionIdWindowMs: 7 * DAY }).store!;
+    const store = new PartitionStore<EventIdClaim>({ ms: spec.retentionMs, byPrefix: spec.retentionByPrefix });
+    const tx = store.begin();
+    await claimEventIds(tx, [{ scope: { workspaceId: 'ws_purge', keyMode: 'live' }, eventId: 'old', at: T0 }]);
+    store.apply(tx, T0);
+    expect(store.expired(T0 + 7 * DAY - 1, 10)).toEqual([]);
+    expect(store.expired(T0 + 7 * DAY, 10)).toEqual([`${CLAIM_PREFIX}ws_purge\u001flive\u001fold`]);
   });
 });
 

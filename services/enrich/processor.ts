@@ -1,7 +1,7 @@
 /**
  * The enrich stage: events.deduped → conversions.ready, a batch at a time. The order of its steps, in one place:
  *   1. select-conversion   selected in the forwarding setup? consent to forward? test mode allowed?
- *   2. claim-event-ids     conversion-level dedup on event_id
+ *   2. claim-event-ids     conversion-level dedup on event_id (claims in the stage's partition-local store)
  *   3. link-identities     every event: identity graph (the stage's partition-local state), as its consent allows;
  *                          the conversions' cluster reads
  *   4. build-conversion    attribution, personal data, page data, time zone → the platform record
@@ -17,7 +17,7 @@ import type { ForwardingSetup } from '../shared/forwarding-setup.js';
 import { Topics } from '../shared/topics.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';
-import { purgeConversionIds } from './conversion-ids.js';
+import { CLAIM_PREFIX, type EventIdClaim } from './event-id-claims.js';
 import { erasedEnvelopes } from './identity/erasure-filter.js';
 import { graphInputOf } from './identity/identifiers.js';
 import type { EnrichItem } from './item.js';
@@ -30,6 +30,7 @@ import { TtlCache } from './ttl-cache.js';
 import { graphKey } from './identity/graph-repo.js';
 import { EPHEMERAL_RETENTION, GraphState, type GraphEntry } from './identity/graph-state.js';
 import type { BatchContext, InputRecord } from '../stream/contract.js';
+import type { KeyValueStore } from '../stream/store.js';
 
 export const ENRICH_STAGE = 'enrich';
 
@@ -40,14 +41,14 @@ export const ENRICH_DEFAULTS = {
   conversionIdWindowMs: 7 * 24 * 3600_000,
   /** How long a forwarding setup or time zone may be served from memory. */
   settingsTtlMs: 1_000,
-  /** How often expired conversion-id claims are purged. */
-  purgeEveryMs: 10 * 60_000,
   /** Stable identifiers not seen for this long leave the graph (IDENTITY_GRAPH_RETENTION_DAYS). */
   graphRetentionMs: 180 * 24 * 3600_000,
 } as const;
 
-/** The stage's state store: the identity graph (identity/graph-state.ts). */
+/** The stage's state store: the identity graph (identity/graph-state.ts) and the event-id claims (event-id-claims.ts). */
 export const IDENTITY_STORE = 'identity';
+
+export type EnrichEntry = GraphEntry | EventIdClaim;
 
 export interface EnrichDeps {
   /**
@@ -62,7 +63,7 @@ export interface EnrichDeps {
   readonly graphRetentionMs?: number;
 }
 
-export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, GraphEntry> {
+export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, EnrichEntry> {
   const settingsTtlMs = deps.settingsTtlMs ?? ENRICH_DEFAULTS.settingsTtlMs;
   const windowMs = deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs;
   const selectConversions = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
@@ -73,7 +74,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
   const buildConversions = createBuildConversionStep({ timeZones: new TtlCache<string>(settingsTtlMs) });
 
   /** The batch's events, between erasure records (processBatch below). */
-  async function processEvents(records: readonly InputRecord<unknown>[], ctx: BatchContext<GraphEntry>): Promise<Outcome[]> {
+  async function processEvents(records: readonly InputRecord<unknown>[], ctx: BatchContext<EnrichEntry>): Promise<Outcome[]> {
     const outcomes: Outcome[] = new Array(records.length);
     const checkedItems: EnrichItem[] = [];
     records.forEach((record, k) => {
@@ -100,7 +101,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
       if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
       else candidates.push({ item, n, selection, eventId: eventIdOf(item.e) });
     });
-    const claimed = await claimConversions(ctx.sql, candidates);
+    const claimed = await claimConversions(claimStore(ctx), candidates);
     const winners = candidates.filter((c, k) => {
       if (!claimed[k]) outcomes[c.item.position] = drop('duplicate_event_id');
       return claimed[k];
@@ -109,7 +110,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
     if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
     await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
 
-    const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : ctx, items, selections);
+    const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : { ...ctx, store: graphStore(ctx) }, items, selections);
     const won: Convertible[] = winners.map(({ item, n, selection, eventId }) => ({ item, selection, reads: reads[n]!, eventId }));
     const built = await buildConversions(ctx.sql, won);
     won.forEach((c, n) => {
@@ -120,13 +121,13 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
   }
 
   /** An erasure record: the identifiers' clusters leave the state (a replay only skips it). */
-  async function applyErasure(record: InputRecord<unknown>, ctx: BatchContext<GraphEntry>): Promise<Outcome> {
+  async function applyErasure(record: InputRecord<unknown>, ctx: BatchContext<EnrichEntry>): Promise<Outcome> {
     const checked = checkEnvelope(record.value);
     if (!checked.ok) return dlq('invalid_envelope', checked.reason);
     if (deps.replay) return drop('graph_erasure');
     const scope = scopeOf(checked.envelope);
     const keys = checked.envelope.graph_erasure!.node_keys;
-    const state = await GraphState.loadKeys(ctx.store, keys, graphOptions);
+    const state = await GraphState.loadKeys(graphStore(ctx), keys, graphOptions);
     state.erase(scope, keys);
     for (const changes of await state.save()) ctx.emit({ topic: Topics.identityChanges, key: graphKey(scope), value: changes });
     return drop('graph_erasure_applied');
@@ -137,8 +138,14 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
     input: Topics.eventsDeduped,
     ...(deps.replay
       ? {}
-      : { store: { name: IDENTITY_STORE, changelog: Topics.identityState, retentionMs: graphRetentionMs, retentionByPrefix: EPHEMERAL_RETENTION } }),
-    punctuate: { everyMs: ENRICH_DEFAULTS.purgeEveryMs, run: (sql) => purgeConversionIds(sql, windowMs).then(() => undefined) },
+      : {
+          store: {
+            name: IDENTITY_STORE,
+            changelog: Topics.identityState,
+            retentionMs: graphRetentionMs,
+            retentionByPrefix: { ...EPHEMERAL_RETENTION, [CLAIM_PREFIX]: windowMs },
+          },
+        }),
     async processBatch(records, ctx) {
       // Erasure records split the batch: what came before them is linked first, what comes after meets the erasure.
       const outcomes: Outcome[] = new Array(records.length);
@@ -154,10 +161,14 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Gra
   };
 }
 
+/** The two views of the stage's store: their keys never meet (prefixes, event-id-claims.ts). */
+const graphStore = (ctx: BatchContext<EnrichEntry>) => ctx.store as KeyValueStore<GraphEntry>;
+const claimStore = (ctx: BatchContext<EnrichEntry>) => ctx.store as KeyValueStore<EventIdClaim>;
+
 const isErasureRecord = (v: unknown): boolean => typeof v === 'object' && v !== null && (v as { graph_erasure?: unknown }).graph_erasure != null;
 
 /** A replay's claim: the first conversion of each (workspace, key mode, event_id) in the batch. */
-async function firstOfEachEventId(_sql: unknown, conversions: ReadonlyArray<{ item: EnrichItem; eventId: string }>): Promise<boolean[]> {
+async function firstOfEachEventId(_store: unknown, conversions: ReadonlyArray<{ item: EnrichItem; eventId: string }>): Promise<boolean[]> {
   const seen = new Set<string>();
   return conversions.map(({ item, eventId }) => {
     const k = `${item.scope.workspaceId}\n${item.scope.keyMode}\n${eventId}`;

@@ -13,8 +13,7 @@
  * A dry run does the same work in a savepoint that it rolls back: the counts stay, nothing else.
  */
 import { randomUUID } from 'node:crypto';
-import { createEnrichProcessor } from '../enrich/processor.js';
-import type { GraphEntry } from '../enrich/identity/graph-state.js';
+import { createEnrichProcessor, type EnrichEntry } from '../enrich/processor.js';
 import { forwardedConversions } from '../forwarder/metrics.js';
 import { fileIntoOutbox, type Filed } from '../forwarder/outbox-filing.js';
 import { conversionKey } from '../shared/conversion.js';
@@ -71,7 +70,7 @@ function inJob(job: ReplayJob, value: unknown): boolean {
 export class ReplayWorker {
   private readonly repo: ReplayRepo;
   private readonly owner = `replay-${randomUUID()}`;
-  private readonly enrich: Stage<unknown, GraphEntry> = createEnrichProcessor({ replay: true });
+  private readonly enrich: Stage<unknown, EnrichEntry> = createEnrichProcessor({ replay: true });
   private readonly stopping = new AbortController();
   private loop: Promise<void> | undefined;
   private readonly opts: Required<Pick<ReplayWorkerDeps, 'maxLiveBacklog' | 'chunkSize' | 'leaseMs' | 'pollMs'>>;

@@ -57,6 +57,19 @@ export const stageRecords = new Counter({
   registers: [registry],
 });
 
+/** A batch's outcomes counted into stage_records_total once per (outcome, reason), not once per record. */
+export function countStageRecords(stage: string, outcomes: Iterable<{ readonly type: string; readonly reason?: string }>): void {
+  const counts = new Map<string, number>();
+  for (const o of outcomes) {
+    const key = o.type === 'ok' ? 'ok\n' : `${o.type}\n${o.reason ?? ''}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  for (const [key, n] of counts) {
+    const cut = key.indexOf('\n');
+    stageRecords.inc({ stage, outcome: key.slice(0, cut), reason: key.slice(cut + 1) }, n);
+  }
+}
+
 export const stageBatchDuration = new Histogram({
   name: 'stage_batch_duration_seconds',
   help: 'Time a stage spends on one batch, commit included',

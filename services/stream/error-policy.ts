@@ -1,7 +1,7 @@
 /**
  * The one error policy of both runtimes: what happens when a stage's batch throws.
  *
- *  1. Each attempt runs in a savepoint of the batch's database transaction, on a fork of the batch's store
+ *  1. Each attempt runs in a savepoint of the batch's database transaction (set at its first statement), on a fork of the batch's store
  *     transaction: a failed attempt leaves nothing behind, a successful one is kept.
  *  2. A batch that throws is first checked for an outage: the transaction is asked `SELECT 1`. When that fails (or
  *     the savepoint cannot be rolled back), the database is the problem, not a record: OutageError, and the runtime
@@ -69,30 +69,56 @@ export async function processWithPolicy<V, S>(stage: Stage<V, S>, records: reado
 }
 
 async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Outcome[]> {
-  try {
-    await scope.sql.query('SAVEPOINT stage_attempt');
-  } catch (err) {
-    throw new OutageError(`database: ${(err as Error).message}`, { cause: err });
-  }
+  const savepoint = new LazySavepoint(scope.sql);
   const fork = scope.store.fork();
   const emitted: OutputRecord[] = [];
   try {
-    const outcomes = await stage.processBatch(records, { sql: scope.sql, store: fork, now: scope.now, emit: (o) => void emitted.push(o) });
+    const outcomes = await stage.processBatch(records, { sql: savepoint, store: fork, now: scope.now, emit: (o) => void emitted.push(o) });
     if (outcomes.length !== records.length) {
       throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
     }
-    await scope.sql.query('RELEASE SAVEPOINT stage_attempt');
+    await savepoint.release();
     scope.store.merge(fork);
     scope.emitted?.push(...emitted);
     return outcomes;
   } catch (err) {
-    try {
-      await scope.sql.query('ROLLBACK TO SAVEPOINT stage_attempt');
-    } catch (rollback) {
-      // The transaction itself is gone (connection lost): nothing can be judged from here.
-      throw new OutageError(`database: ${(rollback as Error).message}`, { cause: err });
-    }
+    await savepoint.rollback(err);
     throw err;
+  }
+}
+
+/**
+ * The attempt's savepoint, set before the attempt's first statement: an attempt that runs no SQL (dedupe's) sends
+ * none, so its batch's transaction never begins (postgres.ts).
+ */
+class LazySavepoint implements Sql {
+  private set?: Promise<void>;
+
+  constructor(private readonly sql: Sql) {}
+
+  async query<R>(text: string, params?: readonly unknown[]) {
+    this.set ??= this.sql.query('SAVEPOINT stage_attempt').then(
+      () => undefined,
+      (err: Error) => {
+        throw new OutageError(`database: ${err.message}`, { cause: err });
+      },
+    );
+    await this.set;
+    return this.sql.query<R>(text, params);
+  }
+
+  async release(): Promise<void> {
+    if (this.set) await this.sql.query('RELEASE SAVEPOINT stage_attempt');
+  }
+
+  /** Undoes the attempt's statements; the transaction itself gone (connection lost) is an outage. */
+  async rollback(cause: unknown): Promise<void> {
+    if (!this.set || (await this.set.then(() => false, () => true))) return;
+    try {
+      await this.sql.query('ROLLBACK TO SAVEPOINT stage_attempt');
+    } catch (rollback) {
+      throw new OutageError(`database: ${(rollback as Error).message}`, { cause });
+    }
   }
 }
 

@@ -15,7 +15,7 @@
  * answers over whole clusters (graph-state.test.ts holds the two side by side).
  */
 import type { KeyValueStore } from '../../stream/store.js';
-import { clusterIdFor, planCluster, type ClusterPlan } from './cluster-plan.js';
+import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { ClusterReader, EdgeRow, GraphScope, LinkResult, NodeRow, OfferedNode } from './graph-repo.js';
 import { addEventEdges, nodeIdOf } from './graph-repo.js';
 import type { PageData } from './identifiers.js';
@@ -179,7 +179,9 @@ export class GraphState implements ClusterReader {
   /** Reads the entries of the given nodes and of their clusters (following merges), in as few store reads as that takes. */
   static async load(store: KeyValueStore<GraphEntry>, touched: readonly Touched[], opts: GraphStateOptions): Promise<GraphState> {
     const state = new GraphState(store, opts);
-    return state.read(touched.map((t) => state.keyOf(t.scope, t.node)), touched.filter((t) => KIND_RULES[t.node.kind].merges).map((t) => clusterIdFor(t.scope.workspaceId, t.scope.keyMode, t.node)));
+    const keys = touched.map((t) => state.keyOf(t.scope, t.node));
+    // cluster-plan.ts's clusterIdFor(node) is `c_` and the first 32 hex digits of the node id the key holds: no second hash.
+    return state.read(keys, keys.filter((_, n) => KIND_RULES[touched[n]!.node.kind].merges).map((k) => `c_${nodeIdOfKey(k).slice(0, 32)}`));
   }
 
   /** Reads node entries by key, the clusters they lead to and the given cluster ids. */

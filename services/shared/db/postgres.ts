@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { inTransaction, type Db, type QueryResult, type Sql } from './db.js';
+import type { Db, QueryResult, Sql } from './db.js';
 
 export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10 });
@@ -16,14 +16,51 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
   return {
     kind: 'postgres',
     query: base.query,
-    async transaction(fn) {
-      const client = await pool.connect();
-      try {
-        return await inTransaction(wrap(client), fn);
-      } finally {
-        client.release();
-      }
-    },
+    transaction: (fn) => lazyTransaction(pool, wrap, fn),
     close: () => pool.end(),
   };
+}
+
+/**
+ * fn in one transaction that begins with fn's first statement: a batch that runs no SQL (dedupe's, most of the
+ * Kafka runner's) takes no connection and costs the server nothing. COMMIT when fn resolves, ROLLBACK when it throws.
+ */
+async function lazyTransaction<T>(pool: pg.Pool, wrap: (c: pg.PoolClient) => Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  let session: Promise<{ client: pg.PoolClient; sql: Sql }> | undefined;
+  const open = (): Promise<{ client: pg.PoolClient; sql: Sql }> =>
+    (session ??= (async () => {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+      } catch (err) {
+        client.release(err as Error);
+        throw err;
+      }
+      return { client, sql: wrap(client) };
+    })());
+  const tx: Sql = { query: async (text, params) => (await open()).sql.query(text, params) };
+  let out: T;
+  try {
+    out = await fn(tx);
+  } catch (err) {
+    if (session) {
+      const s = await session.catch(() => undefined);
+      if (s) {
+        await s.client.query('ROLLBACK').catch(() => undefined);
+        s.client.release();
+      }
+    }
+    throw err;
+  }
+  if (!session) return out;
+  const { client } = await session;
+  try {
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  } finally {
+    client.release();
+  }
+  return out;
 }

@@ -166,13 +166,21 @@ export const conversionDeadLetterMapping: TopicMapping<ConversionDeadLetterValue
   fromAvro: ({ record_json, ...rest }) => ({ ...rest, record: JSON.parse(record_json) }),
 };
 
-/** Enrich's graph entries (services/enrich/identity/graph-state.ts), kept structural here: a cluster has `into`. */
+/**
+ * Enrich's store entries (services/enrich/identity/graph-state.ts, event-id-claims.ts), kept structural here: a
+ * cluster has `into`, a claim `claimed_at`.
+ */
 type GraphEntryValue = Record<string, unknown>;
 
 export const identityStateMapping: TopicMapping<GraphEntryValue> = {
   schemaFile: 'identity-state.avsc',
-  toAvro: (v) => ('into' in v ? { node: null, cluster: v } : { node: v, cluster: null }),
-  fromAvro: (a) => (a.cluster ?? a.node) as GraphEntryValue,
+  toAvro: (v) =>
+    'into' in v
+      ? { node: null, cluster: v, claim: null }
+      : 'claimed_at' in v
+        ? { node: null, cluster: null, claim: v }
+        : { node: v, cluster: null, claim: null },
+  fromAvro: (a) => (a.cluster ?? a.node ?? a.claim) as GraphEntryValue,
 };
 
 /** GraphChanges: the rows' workspace and key mode are the record's, not repeated per row on the wire. */

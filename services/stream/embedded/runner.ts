@@ -11,7 +11,7 @@
 import type { Db, Sql } from '../../shared/db/db.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../shared/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
-import { consumerLag, stageBatchDuration, stageRecords, stateStorePurged } from '../../shared/metrics.js';
+import { consumerLag, stageBatchDuration, countStageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { processWithPolicy } from '../error-policy.js';
@@ -140,7 +140,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     }
     end();
     this.adapt(performance.now() - started, result.length);
-    for (const o of result) stageRecords.inc({ stage: processor.name, outcome: o.type, reason: o.type === 'ok' ? '' : o.reason });
+    countStageRecords(processor.name, result);
     this.notifyDownstream();
     processor.afterCommit?.(result);
     return result.length;

@@ -33,7 +33,7 @@ import {
   kafkaProduceDuration,
   kafkaRebalances,
   stageBatchDuration,
-  stageRecords,
+  countStageRecords,
   stateStorePurged,
   stateStoreRestored,
   stateStoreRestoreDuration,
@@ -361,7 +361,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       if (list) list.push(record);
       else outputs.set(topic, [record]);
     };
-    const counts: Array<[Outcome['type'], string]> = [];
+    const counts: Outcome[] = [];
     let processed: Outcome[];
     try {
       processed = await this.deps.sql.transaction(async (sql) => {
@@ -401,7 +401,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
             letters.push(letter.letter);
             push(Topics.eventsDlq, letter.record);
           }
-          counts.push([outcome.type, outcome.type === 'ok' ? '' : outcome.reason]);
+          counts.push(outcome);
         }
         // A batch output that does not fit its schema is a bug of the stage, not of a record: the chunk fails and waits.
         const timestamp = chunk.at(-1)!.timestamp;
@@ -436,7 +436,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     produced();
     if (task.store) task.store.apply(tx, this.now());
     end();
-    for (const [outcome, reason] of counts) stageRecords.inc({ stage: processor.name, outcome, reason });
+    countStageRecords(processor.name, counts);
     if (evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, evicted);
     setConsumerLag(processor.name, this.input, task.partition, highWatermark, last + 1n);
     processor.afterCommit?.(processed);
