@@ -161,7 +161,7 @@ cmd_wait() {
   log "kafka: ready on $KAFKA_BROKERS"
 }
 
-cmd_stop() { stop_pidfile "$PIDFILE" kafka "${KAFKA_STOP_TIMEOUT:-60}"; }
+cmd_stop() { stop_pidfile "$PIDFILE" kafka "${KAFKA_STOP_TIMEOUT:-60}" "$PID_MARK"; }
 
 cmd_status() {
   if running && ready; then echo "kafka: running (pid $(cat "$PIDFILE")) on $KAFKA_BROKERS"; return 0; fi

@@ -102,10 +102,11 @@ pid_alive() { # pidfile [cmdline-substring]
   fi
 }
 
-# Stop the process in a pid file: SIGTERM, wait up to $3 seconds, then SIGKILL.
-stop_pidfile() { # pidfile name [timeout]
+# Stop the process in a pid file: SIGTERM, wait up to $3 seconds, then SIGKILL. With $4, only a process whose command
+# line holds it: a stale pid file whose pid was reused names someone else's process.
+stop_pidfile() { # pidfile name [timeout] [cmdline-substring]
   local f="$1" name="$2" t="${3:-60}" pid i
-  if ! pid_alive "$f"; then rm -f "$f"; log "$name: not running"; return 0; fi
+  if ! pid_alive "$f" "${4:-}"; then rm -f "$f"; log "$name: not running"; return 0; fi
   pid="$(cat "$f")"
   log "$name: stopping (pid $pid)"
   kill -TERM "$pid" 2>/dev/null || true

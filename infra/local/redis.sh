@@ -15,7 +15,7 @@ case "${1:-}" in
     ensure_cmd redis-server redis-server
     mkdir -p "$dir"
     echo "$REDIS_PORT" > "$dir/port"
-    if [[ -s "$dir/pid" ]] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then exit 0; fi
+    if pid_alive "$dir/pid" redis-server; then exit 0; fi
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
       --daemonize yes --pidfile "$dir/pid" --logfile "$dir/redis.log" --dir "$dir"
     for _ in $(seq 1 50); do
@@ -25,7 +25,7 @@ case "${1:-}" in
     die "redis did not start; see $dir/redis.log"
     ;;
   stop)
-    if [[ -s "$dir/pid" ]]; then kill "$(cat "$dir/pid")" 2>/dev/null || true; rm -f "$dir/pid"; fi
+    stop_pidfile "$dir/pid" redis 10 redis-server
     ;;
   *) echo "usage: $0 ensure|start [PORT]|stop" >&2; exit 2 ;;
 esac

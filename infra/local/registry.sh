@@ -115,7 +115,7 @@ cmd_wait() {
   log "registry: ready on $BASE/apis/ccompat/v7"
 }
 
-cmd_stop() { stop_pidfile "$PIDFILE" registry "${REGISTRY_STOP_TIMEOUT:-30}"; }
+cmd_stop() { stop_pidfile "$PIDFILE" registry "${REGISTRY_STOP_TIMEOUT:-30}" apicurio-registry-app; }
 
 cmd_status() {
   if running && ready; then echo "registry: running (pid $(cat "$PIDFILE")) on $BASE/apis/ccompat/v7"; return 0; fi
