@@ -174,16 +174,24 @@ export class GroupConsumer {
     const revival = new AbortController();
     this.revival = revival;
     const { signal } = revival;
+    // The member to replace: the crashed one, then the one whose start failed.
+    let dying = dead;
     void sleep(1_000, signal)
       .then(() =>
         withRetries(
           async () => {
-            signal.throwIfAborted();
-            await this.consumer?.disconnect().catch(() => undefined);
+            if (this.stopped || this.consumer !== dying) return;
+            await dying.disconnect().catch(() => undefined);
             if (!this.stopped) await this.start();
           },
           REVIVAL_BACKOFF,
-          { signal, onFailure: (err) => this.opts.onCrash?.(err) },
+          {
+            signal,
+            onFailure: (err) => {
+              this.opts.onCrash?.(err);
+              dying = this.consumer ?? dying;
+            },
+          },
         ),
       )
       // Stopped meanwhile (the abort), or a failure p-retry does not retry (already reported to onCrash).
