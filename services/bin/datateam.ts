@@ -120,7 +120,9 @@ async function replay(http: AdminHttp, args: string[], v: Values): Promise<numbe
   }
   const ws = positional(args, 0, '<ws>');
   if (args.length > 1) throw usageError(`unexpected ${args[1]}`);
-  const body = { from: time('from', v.from), to: time('to', v.to), dry_run: v['dry-run'] ?? false, resend: v.resend ?? false };
+  // One reading of the clock for both ends: `--from 2h --to now` is two hours exactly.
+  const now = Date.now();
+  const body = { from: time('from', v.from, now), to: time('to', v.to, now), dry_run: v['dry-run'] ?? false, resend: v.resend ?? false };
   const started = await http.json<{ id: string; status: string }>('POST', `/admin/v1/workspaces/${enc(ws)}/replays`, body);
   if (v['no-wait']) {
     out(JSON.stringify(started));
@@ -182,8 +184,9 @@ async function dlq(http: AdminHttp, args: string[], v: Values): Promise<number> 
 async function exportEvents(http: AdminHttp, args: string[], v: Values): Promise<number> {
   const ws = positional(args, 0, '<ws>');
   if (args.length > 1) throw usageError(`unexpected ${args[1]}`);
-  const from = time('from', v.from);
-  const to = time('to', v.to);
+  const now = Date.now();
+  const from = time('from', v.from, now);
+  const to = time('to', v.to, now);
   const r = await http.stream(`/admin/v1/workspaces/${enc(ws)}/events/export?from=${enc(from)}&to=${enc(to)}`);
   const target = v.out ? createWriteStream(v.out) : process.stdout;
   // Lines come in log order, close to time order: the share of the range covered so far is the progress.

@@ -1,6 +1,6 @@
 /** `DATABASE_URL=postgres://… node dist/services/bin/migrate.js`: applies pending migrations. */
 import { loadConfig } from '../shared/config.js';
-import { migrate } from '../shared/db/migrate.js';
+import { migrate, MigrationChangedError } from '../shared/db/migrate.js';
 import { openPostgres } from '../shared/db/postgres.js';
 import { openPglite } from '../shared/db/pglite.js';
 import { join } from 'node:path';
@@ -10,6 +10,13 @@ takeNoArguments('usage: [DATABASE_URL=postgres://…] node dist/services/bin/mig
 
 const config = loadConfig();
 const db = config.databaseUrl ? await openPostgres(config.databaseUrl) : await openPglite(join(config.dataDir, 'db'));
-const applied = await migrate(db);
-process.stdout.write(`migrations applied: ${applied.length ? applied.join(', ') : 'none pending'}\n`);
-await db.close();
+try {
+  const applied = await migrate(db);
+  process.stdout.write(`migrations applied: ${applied.length ? applied.join(', ') : 'none pending'}\n`);
+} catch (err) {
+  if (!(err instanceof MigrationChangedError)) throw err;
+  process.stderr.write(`${err.message}\n`);
+  process.exitCode = 1;
+} finally {
+  await db.close();
+}

@@ -18,6 +18,7 @@ import { addAcceptors, type Acceptors } from '../shared/acceptors.js';
 import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
+import { MigrationChangedError } from '../shared/db/migrate.js';
 
 /** A bad configuration: one line on stderr, exit code 1 (no stack trace). */
 function failStart(message: string): never {
@@ -84,7 +85,15 @@ function forgetGeneratedKey(): void {
 }
 
 const logger = createLogger(config.logLevel, { role: config.role });
-const service = await startService(config, logger);
+let service: Awaited<ReturnType<typeof startService>>;
+try {
+  service = await startService(config, logger);
+} catch (err) {
+  // An edited applied migration is the operator's to settle: one line naming the file, not a stack trace.
+  if (!(err instanceof MigrationChangedError)) throw err;
+  forgetGeneratedKey();
+  failStart(err.message);
+}
 // Scrape-time gauges (shared/metrics-scrape.ts): lag and dead letters of the embedded log, connections, probes.
 const kafkaAdmin = config.kafka
   ? new KafkaAdmin(new KafkaConnection({ brokers: config.kafka.brokers, clientId: 'event-forwarder-probe' }, logger), { retries: 0 })

@@ -27,6 +27,7 @@ import { NoStore } from '../stream/store.js';
 import { ReplayRepo, type ChunkCounts, type ReplayJob } from './jobs.js';
 import { replayConversions, replayEventsRead, replaysRunning } from './metrics.js';
 import { sleep } from '../shared/sleep.js';
+import { withRetries, type Backoff } from '../shared/retry.js';
 
 export interface ReplayWorkerDeps {
   readonly db: Db;
@@ -56,6 +57,9 @@ export const REPLAY_DEFAULTS = {
    */
   maxBusyShare: 0.2,
 } as const;
+
+/** Between attempts at a job's range: 1 s, doubling to 30 s; stopping ends the wait. */
+const REPLAY_BACKOFF: Backoff = { firstMs: 1_000, maxMs: 30_000, attempts: REPLAY_DEFAULTS.maxAttempts };
 
 /** The job is not this worker's to run any more (cancelled, or its lease was taken over). */
 class JobStopped extends Error {}
@@ -132,7 +136,6 @@ export class ReplayWorker {
         .then((mine) => !mine && jobStop.abort())
         .catch((err: unknown) => log.warn({ err }, 'replay: lease renewal failed'));
     }, Math.max(50, Math.floor(this.opts.leaseMs / 3)));
-    let attempts = 0;
     try {
       let job = claimed;
       if (!job.start || !job.end || !job.cursor) {
@@ -141,43 +144,42 @@ export class ReplayWorker {
         job = { ...job, start, end, cursor: start };
       }
       log.info({ from: new Date(job.from).toISOString(), to: new Date(job.to).toISOString(), dry_run: job.dryRun, resend: job.resend }, 'replay running');
-      for (;;) {
-        const cursor = (await this.repo.get(job.workspaceId, job.id))?.cursor ?? job.cursor!;
-        try {
-          await this.deps.reader.read(Topics.eventsDeduped, cursor, job.end!, (chunk) => this.chunk(job, chunk, jobStop.signal), {
+      let attempts = 0;
+      let done: ReplayJob;
+      try {
+        // Each attempt reads on from the saved cursor to the end of the range.
+        done = await withRetries(
+          async () => {
+            const cursor = (await this.repo.get(job.workspaceId, job.id))?.cursor ?? job.cursor!;
+            await this.deps.reader.read(Topics.eventsDeduped, cursor, job.end!, (chunk) => this.chunk(job, chunk, jobStop.signal), {
+              signal: jobStop.signal,
+              chunkSize: this.opts.chunkSize,
+              workspaceId: job.workspaceId,
+            });
+            const now = await this.repo.get(job.workspaceId, job.id);
+            // The read ended short of the end (should not happen): a failed attempt too, resumed from the cursor.
+            if (!now || !now.cursor || !rangeDone(job.end!, now.cursor)) throw new Error('the log ended before the range did');
+            return now;
+          },
+          REPLAY_BACKOFF,
+          {
             signal: jobStop.signal,
-            chunkSize: this.opts.chunkSize,
-            workspaceId: job.workspaceId,
-          });
-        } catch (err) {
-          if (err instanceof JobStopped || jobStop.signal.aborted) break;
-          attempts += 1;
-          if (attempts >= REPLAY_DEFAULTS.maxAttempts) {
-            log.error({ err, attempts }, 'replay failed');
-            await this.repo.finish(job.id, this.owner, 'failed', (err as Error).message.slice(0, 1000));
-            return;
-          }
-          log.warn({ err, attempts }, 'replay chunk failed; resuming from the saved cursor');
-          await sleep(Math.min(30_000, 500 * 2 ** attempts), jobStop.signal);
-          continue;
-        }
-        if (jobStop.signal.aborted) break;
-        const now = await this.repo.get(job.workspaceId, job.id);
-        if (now && now.cursor && rangeDone(job.end!, now.cursor)) {
-          await this.repo.finish(job.id, this.owner, 'done');
-          log.info(
-            { events_read: now.eventsRead, conversions_queued: now.conversionsSent, conversions_parked: now.conversionsParked, skipped_already_sent: now.skippedAlreadySent },
-            'replay done',
-          );
-          return;
-        }
-        // The read ended short of the end (should not happen): counts as a failed attempt, resumed from the cursor.
-        attempts += 1;
-        if (attempts >= REPLAY_DEFAULTS.maxAttempts) {
-          await this.repo.finish(job.id, this.owner, 'failed', 'the log ended before the range did');
-          return;
-        }
+            retryable: (err) => !(err instanceof JobStopped),
+            onFailure: (_err, attempt) => (attempts = attempt),
+            onRetry: (err, attempt) => log.warn({ err, attempts: attempt }, 'replay chunk failed; resuming from the saved cursor'),
+          },
+        );
+      } catch (err) {
+        if (err instanceof JobStopped || jobStop.signal.aborted) return;
+        log.error({ err, attempts }, 'replay failed');
+        await this.repo.finish(job.id, this.owner, 'failed', (err as Error).message.slice(0, 1000));
+        return;
       }
+      await this.repo.finish(job.id, this.owner, 'done');
+      log.info(
+        { events_read: done.eventsRead, conversions_queued: done.conversionsSent, conversions_parked: done.conversionsParked, skipped_already_sent: done.skippedAlreadySent },
+        'replay done',
+      );
     } catch (err) {
       log.warn({ err }, 'replay stopped by an error; another attempt resumes it');
     } finally {

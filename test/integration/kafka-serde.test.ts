@@ -6,8 +6,10 @@
  * as an outage.
  */
 import { readFileSync } from 'node:fs';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { join } from 'node:path';
 import avro from 'avsc';
+import pino, { type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion } from '../helpers/forwarder-rig.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
@@ -174,5 +176,68 @@ describe('BACKWARD compatibility of events.raw', () => {
     const header = Buffer.alloc(5);
     header.writeInt32BE(evolvedId, 1);
     expect(await serde.decode(Topics.eventsRaw, Buffer.concat([header, body]))).toEqual(web[0]);
+  });
+});
+
+describe('registration at start', () => {
+  /** The registry behind a TCP relay that cuts the first `cut` connections, as a registry still starting does. */
+  async function flakyRelay(cut: number): Promise<{ url: string; cutSoFar(): number; close(): Promise<void> }> {
+    const target = new URL(infraEnv().SCHEMA_REGISTRY_URL);
+    let seen = 0;
+    const open = new Set<Socket>();
+    const server = createServer((client) => {
+      if (seen++ < cut) return void client.destroy();
+      const upstream = connect(Number(target.port), target.hostname);
+      for (const s of [client, upstream]) {
+        open.add(s);
+        s.on('close', () => open.delete(s));
+      }
+      client.pipe(upstream).pipe(client);
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = new URL(target);
+    url.port = String((server.address() as AddressInfo).port);
+    return {
+      url: url.toString().replace(/\/$/, ''),
+      cutSoFar: () => Math.min(seen, cut),
+      close: () =>
+        new Promise<void>((resolve) => {
+          for (const s of open) s.destroy();
+          server.close(() => resolve());
+        }),
+    };
+  }
+
+  const warnings = (): { lines: Array<{ msg: string; attempt: number }>; logger: Logger } => {
+    const lines: Array<{ msg: string; attempt: number }> = [];
+    return { lines, logger: pino({ level: 'warn' }, { write: (line: string) => void lines.push(JSON.parse(line)) }) };
+  };
+
+  it('waits for a registry it cannot reach yet (200 ms, then 400 ms) and then registers every schema', async () => {
+    const relay = await flakyRelay(2);
+    const { lines, logger } = warnings();
+    try {
+      const began = performance.now();
+      const late = await AvroSerde.connect(relay.url, logger);
+      expect(performance.now() - began).toBeGreaterThanOrEqual(600 - 2);
+      expect(late.schemaId(Topics.eventsRaw)).toBe(serde.schemaId(Topics.eventsRaw));
+      expect(relay.cutSoFar()).toBe(2);
+      expect(lines.map((l) => [l.msg, l.attempt])).toEqual([
+        [`schema registry: registering ${subjectOf(Topics.eventsRaw)} failed; retrying`, 1],
+        [`schema registry: registering ${subjectOf(Topics.eventsRaw)} failed; retrying`, 2],
+      ]);
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it('gives up at once on a refusal (an address that answers 404), naming the subject', async () => {
+    const { lines, logger } = warnings();
+    await expect(AvroSerde.connect(`${infraEnv().SCHEMA_REGISTRY_URL}/no-such-prefix`, logger)).rejects.toThrow(
+      `schema registry: registering ${subjectOf(Object.values(Topics)[0]!)} failed: `,
+    );
+    expect(lines).toEqual([]);
   });
 });

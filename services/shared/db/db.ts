@@ -12,6 +12,11 @@ export interface Sql {
   query<R = Record<string, unknown>>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>>;
 }
 
+/** A transaction's session: besides single statements, it runs a script of several (a migration file) as one. */
+export interface Tx extends Sql {
+  exec(script: string): Promise<void>;
+}
+
 export interface TransactionOptions {
   /**
    * Someone waits for this transaction against a deadline (the gateway's log appends): where the store serialises
@@ -24,7 +29,7 @@ export interface TransactionOptions {
 export interface Db extends Sql {
   readonly kind: 'pglite' | 'postgres';
   /** Runs fn in one transaction: committed when fn resolves, rolled back when it throws. */
-  transaction<T>(fn: (tx: Sql) => Promise<T>, opts?: TransactionOptions): Promise<T>;
+  transaction<T>(fn: (tx: Tx) => Promise<T>, opts?: TransactionOptions): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -32,7 +37,7 @@ export interface Db extends Sql {
  * fn between BEGIN and COMMIT on one connection (`sql` must be a single session, not a pool); on any failure,
  * fn's or COMMIT's, a ROLLBACK (whose own failure is ignored) and the error again. Both stores' transaction().
  */
-export async function inTransaction<T>(sql: Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
+export async function inTransaction<T>(sql: Tx, fn: (tx: Tx) => Promise<T>): Promise<T> {
   await sql.query('BEGIN');
   try {
     const out = await fn(sql);

@@ -14,7 +14,7 @@
 import { mkdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
-import { inTransaction, type Db, type QueryResult, type Sql } from './db.js';
+import { inTransaction, type Db, type QueryResult, type Tx } from './db.js';
 
 /** The worker's code (CommonJS, run with `eval`: the same in the compiled service and in tests run from source). */
 const WORKER_SOURCE = `
@@ -36,7 +36,7 @@ parentPort.on('message', (m) => {
     pg.close().then(() => parentPort.postMessage({ id: m.id, rows: [] }), (e) => parentPort.postMessage({ id: m.id, error: plain(e) }));
     return;
   }
-  pg.query(m.text, m.params).then(
+  (m.exec ? pg.exec(m.text) : pg.query(m.text, m.params)).then(
     (r) => parentPort.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
     (e) => parentPort.postMessage({ id: m.id, error: plain(e) }),
   );
@@ -151,10 +151,14 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       worker.postMessage({ ...message, id });
     });
   };
-  const raw: Sql = {
+  const raw: Tx = {
     async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const r = await send({ text, params });
       return { rows: r.rows as R[], affectedRows: r.affectedRows };
+    },
+    // PGlite's query() takes one statement; exec() a script of several.
+    async exec(script: string): Promise<void> {
+      await send({ text: script, exec: true });
     },
   };
   const turns = new Turns();

@@ -1,15 +1,19 @@
 import pg from 'pg';
-import type { Db, QueryResult, Sql } from './db.js';
+import type { Db, QueryResult, Tx } from './db.js';
 
 export async function openPostgres(url: string, opts: { max?: number } = {}): Promise<Db> {
   const pool = new pg.Pool({ connectionString: url, max: opts.max ?? 10 });
   // A pool error (server restart) must not crash the process; the next query reconnects.
   pool.on('error', () => undefined);
   await pool.query('select 1');
-  const wrap = (c: { query: pg.Pool['query'] }): Sql => ({
+  const wrap = (c: { query: pg.Pool['query'] }): Tx => ({
     async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
       const r = await c.query(text, params as unknown[] | undefined);
       return { rows: r.rows as R[], affectedRows: r.rowCount ?? undefined };
+    },
+    // Without parameters pg sends the simple query protocol, which takes several statements at once.
+    async exec(script: string): Promise<void> {
+      await c.query(script);
     },
   });
   const base = wrap(pool);
@@ -25,9 +29,9 @@ export async function openPostgres(url: string, opts: { max?: number } = {}): Pr
  * fn in one transaction that begins with fn's first statement: a batch that runs no SQL (dedupe's, most of the
  * Kafka runner's) takes no connection and costs the server nothing. COMMIT when fn resolves, ROLLBACK when it throws.
  */
-async function lazyTransaction<T>(pool: pg.Pool, wrap: (c: pg.PoolClient) => Sql, fn: (tx: Sql) => Promise<T>): Promise<T> {
-  let session: Promise<{ client: pg.PoolClient; sql: Sql }> | undefined;
-  const open = (): Promise<{ client: pg.PoolClient; sql: Sql }> =>
+async function lazyTransaction<T>(pool: pg.Pool, wrap: (c: pg.PoolClient) => Tx, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  let session: Promise<{ client: pg.PoolClient; tx: Tx }> | undefined;
+  const open = (): Promise<{ client: pg.PoolClient; tx: Tx }> =>
     (session ??= (async () => {
       const client = await pool.connect();
       try {
@@ -36,9 +40,12 @@ async function lazyTransaction<T>(pool: pg.Pool, wrap: (c: pg.PoolClient) => Sql
         client.release(err as Error);
         throw err;
       }
-      return { client, sql: wrap(client) };
+      return { client, tx: wrap(client) };
     })());
-  const tx: Sql = { query: async (text, params) => (await open()).sql.query(text, params) };
+  const tx: Tx = {
+    query: async (text, params) => (await open()).tx.query(text, params),
+    exec: async (script) => (await open()).tx.exec(script),
+  };
   let out: T;
   try {
     out = await fn(tx);

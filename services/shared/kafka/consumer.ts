@@ -9,6 +9,11 @@
  */
 import { AssignerProtocol, type Consumer, type KafkaMessage, type PartitionAssigner } from 'kafkajs';
 import type { KafkaConnection } from './client.js';
+import { withRetries, type Backoff } from '../retry.js';
+import { sleep } from '../sleep.js';
+
+/** Starting a member again after a crash kafkajs does not recover from: 2 s, doubling to 10 s (after a first 1 s). */
+const REVIVAL_BACKOFF: Backoff = { firstMs: 2_000, maxMs: 10_000, attempts: Infinity };
 
 export interface ConsumedRecord {
   readonly topic: string;
@@ -99,7 +104,7 @@ const toRecord = (topic: string, partition: number, m: KafkaMessage): ConsumedRe
 export class GroupConsumer {
   private consumer: Consumer | undefined;
   private stopped = false;
-  private revival: NodeJS.Timeout | undefined;
+  private revival: AbortController | undefined;
 
   constructor(
     private readonly connection: KafkaConnection,
@@ -137,7 +142,7 @@ export class GroupConsumer {
     consumer.on(consumer.events.CRASH, ({ payload }) => {
       this.opts.onCrash?.(payload.error);
       // kafkajs restarts a member only after retriable errors; after any other it would stay dead.
-      if (!payload.restart) this.revive(consumer, 1_000);
+      if (!payload.restart) this.revive(consumer);
     });
     await consumer.connect();
     await consumer.subscribe({ topics: [...this.opts.topics], fromBeginning: true });
@@ -160,21 +165,40 @@ export class GroupConsumer {
     });
   }
 
-  /** Replaces a member kafkajs gave up on with a new one (same group), retrying with backoff. */
-  private revive(dead: Consumer, delayMs: number): void {
+  /**
+   * Replaces a member kafkajs gave up on with a new one (same group): a second after the crash, then again while
+   * starting fails, each wait doubling up to 10 s. stop() ends it, waits included.
+   */
+  private revive(dead: Consumer): void {
     if (this.stopped || this.consumer !== dead || this.revival) return;
-    this.revival = setTimeout(() => {
-      this.revival = undefined;
-      if (this.stopped || this.consumer !== dead) return;
-      void dead
-        .disconnect()
-        .catch(() => undefined)
-        .then(() => (this.stopped ? undefined : this.start()))
-        .catch((err: unknown) => {
-          this.opts.onCrash?.(err as Error);
-          this.revive(this.consumer ?? dead, Math.min(delayMs * 2, 10_000));
-        });
-    }, delayMs);
+    const revival = new AbortController();
+    this.revival = revival;
+    const { signal } = revival;
+    // The member to replace: the crashed one, then the one whose start failed.
+    let dying = dead;
+    void sleep(1_000, signal)
+      .then(() =>
+        withRetries(
+          async () => {
+            if (this.stopped || this.consumer !== dying) return;
+            await dying.disconnect().catch(() => undefined);
+            if (!this.stopped) await this.start();
+          },
+          REVIVAL_BACKOFF,
+          {
+            signal,
+            onFailure: (err) => {
+              this.opts.onCrash?.(err);
+              dying = this.consumer ?? dying;
+            },
+          },
+        ),
+      )
+      // Stopped meanwhile (the abort), or a failure p-retry does not retry (already reported to onCrash).
+      .catch(() => undefined)
+      .finally(() => {
+        if (this.revival === revival) this.revival = undefined;
+      });
   }
 
   pause(topic: string, partitions: readonly number[]): void {
@@ -198,7 +222,7 @@ export class GroupConsumer {
   /** Leaves the group after the batches in flight are done. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.revival);
+    this.revival?.abort();
     this.revival = undefined;
     const c = this.consumer;
     this.consumer = undefined;

@@ -13,6 +13,7 @@ import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import avro from 'avsc';
 import type { Logger } from '../logger.js';
 import { repoRoot } from '../repo-root.js';
+import { withRetries } from '../retry.js';
 import { Topics, type TopicName } from '../topics.js';
 import { TOPIC_MAPPINGS } from './avro-mapping.js';
 import { ServiceError } from '../errors.js';
@@ -172,7 +173,7 @@ export class AvroSerde {
     for (const topic of Object.values(Topics)) {
       const text = schemaText(topic);
       const type = avro.Type.forSchema(JSON.parse(text) as avro.Schema);
-      const id = await withRetries(() => registry.register(subjectOf(topic), text), opts.attempts ?? 10, logger, `registering ${subjectOf(topic)}`);
+      const id = await registering(() => registry.register(subjectOf(topic), text), opts.attempts ?? 10, logger, `registering ${subjectOf(topic)}`);
       codecs.set(topic, { id, type, resolvers: new Map() });
     }
     return new AvroSerde(registry, codecs);
@@ -238,20 +239,20 @@ export class AvroSerde {
   }
 }
 
-async function withRetries<T>(fn: () => Promise<T>, attempts: number, logger: Logger, what: string): Promise<T> {
-  let delay = 200;
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await fn();
-    } catch (err) {
+/** While the registry is starting: 200 ms, doubling to 2 s, between calls. */
+const REGISTRY_BACKOFF = { firstMs: 200, maxMs: 2_000 } as const;
+
+async function registering<T>(fn: () => Promise<T>, attempts: number, logger: Logger, what: string): Promise<T> {
+  try {
+    return await withRetries(fn, { ...REGISTRY_BACKOFF, attempts }, {
       // A refusal (409 incompatible, 422 invalid) is final; only an unreachable registry is worth waiting for.
-      const status = (err as { status?: number }).status;
-      if (attempt >= attempts || (status !== undefined && status >= 400 && status < 500)) {
-        throw new Error(`schema registry: ${what} failed: ${(err as Error).message}`, { cause: err });
-      }
-      logger.warn({ err, attempt }, `schema registry: ${what} failed; retrying`);
-      await new Promise((r) => setTimeout(r, delay));
-      delay = Math.min(delay * 2, 2_000);
-    }
+      retryable: (err) => {
+        const status = (err as { status?: number }).status;
+        return status === undefined || status < 400 || status >= 500;
+      },
+      onRetry: (err, attempt) => logger.warn({ err, attempt }, `schema registry: ${what} failed; retrying`),
+    });
+  } catch (err) {
+    throw new Error(`schema registry: ${what} failed: ${(err as Error).message}`, { cause: err });
   }
 }
