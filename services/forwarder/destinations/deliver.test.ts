@@ -23,6 +23,8 @@ function scripted(
       return why === null ? { send: true, record } : { send: false, reason: why };
     },
     request: (_g, batch) => ({ ids: batch.map((b) => b.eventId) }),
+    payloads: (body) => body.ids,
+    match: () => ({ keys: [], quality: 0 }),
     send: async (token, body) => {
       requests.push(body.ids);
       return {
@@ -51,6 +53,7 @@ function recorder(token: { fresh: string | null } = { fresh: null }) {
   const log: string[] = [];
   const ids = (b: Outgoing[]) => b.map((r) => r.eventId).join(',');
   const hooks: DeliveryHooks<Outgoing> = {
+    attempted: async () => {},
     sent: async (b) => void log.push(`sent ${ids(b)}`),
     refused: async (b, r) => void log.push(`refused ${ids(b)} ${r.code}`),
     withheld: async (b, reason) => void log.push(`withheld ${ids(b)} ${reason}`),
