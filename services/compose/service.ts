@@ -27,6 +27,7 @@ import { NotDeadLetters, Redriver, UnknownDeadLetters } from '../datateam/redriv
 import type { ConsoleDeadLetters } from '../console/web/plugin.js';
 import { dataTeamRoutes } from '../datateam/routes.js';
 import { deliveryRoutes } from '../console/routes/deliveries.js';
+import { redriveDeliveries } from '../datateam/delivery-redrive.js';
 import { erasureSteps } from '../privacy/erasure-steps.js';
 import { ErasureWorker } from '../privacy/erasures.js';
 import { startRetentionSweeper } from '../privacy/retention.js';
@@ -90,6 +91,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
         throw err;
       }
     },
+    redriveDeliveries: (ws, deliveryIds, actor) =>
+      redriveDeliveries({ db, deliveries: platform.deliveries, deadLetters, redriver }, ws, { deliveryIds }, actor),
   };
   const log = runtime.log;
   // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.

@@ -6,14 +6,12 @@
  * is not counted. Audited as `deliveries.redriven` with the actor.
  */
 import type { Db } from '../shared/db/db.js';
-import type { DeliveryFilter, DeliveryRepo } from '../forwarder/delivery-repo.js';
+import type { DeliveryRepo, DeliverySelection } from '../forwarder/delivery-repo.js';
 import type { DeadLetterRepo } from './dead-letter-repo.js';
 import type { Redriver } from './redrive.js';
 
 /** At most this many deliveries a call: a larger selection is redriven by calling again (the redriven ones are `retrying`). */
 export const DELIVERY_REDRIVE_LIMIT = 1000;
-
-export type DeliverySelection = { readonly eventIds: readonly string[] } | { readonly filter: DeliveryFilter };
 
 export interface DeliveryRedriveDeps {
   readonly db: Db;
@@ -39,7 +37,11 @@ export async function redriveDeliveries(
     'deliveries.redriven',
     JSON.stringify({
       redriven,
-      ...('eventIds' in selection ? { event_ids: selection.eventIds.slice(0, 100) } : { filter: selection.filter }),
+      ...('eventIds' in selection
+        ? { event_ids: selection.eventIds.slice(0, 100) }
+        : 'filter' in selection
+          ? { filter: selection.filter }
+          : { deliveries: selection.deliveryIds.length }),
       failed: failed.slice(0, 100).map((f) => f.id),
     }),
   ]);

@@ -94,6 +94,12 @@ export async function markDeliveriesDead(tx: Sql, gone: ReadonlyArray<{ workspac
   );
 }
 
+/** Which deliveries a redrive takes: every destination's of some event ids, a filter's, or the records by id (the console's shown ones). */
+export type DeliverySelection =
+  | { readonly eventIds: readonly string[] }
+  | { readonly filter: DeliveryFilter }
+  | { readonly deliveryIds: readonly number[] };
+
 /** A dead or refused delivery and the dead letter that would send it again. */
 export interface RedrivableDelivery {
   readonly deliveryId: number;
@@ -159,11 +165,16 @@ export class DeliveryRepo {
   }
 
   /**
-   * The dead and refused deliveries matching the filter (or among `eventIds`) whose dead letter waits: the TikTok
+   * The dead and refused deliveries of the selection whose dead letter waits: the TikTok
    * path's letter has the ledger id as its origin, a destination's `<destination id>:<ledger id>`.
    */
-  async redrivable(workspaceId: string, sel: { readonly filter: DeliveryFilter } | { readonly eventIds: readonly string[] }): Promise<RedrivableDelivery[]> {
-    const w = 'filter' in sel ? where(workspaceId, sel.filter, 2) : { sql: 'd.workspace_id = $2 AND d.event_id = ANY($3::text[])', values: [workspaceId, sel.eventIds] };
+  async redrivable(workspaceId: string, sel: DeliverySelection): Promise<RedrivableDelivery[]> {
+    const w =
+      'filter' in sel
+        ? where(workspaceId, sel.filter, 2)
+        : 'eventIds' in sel
+          ? { sql: 'd.workspace_id = $2 AND d.event_id = ANY($3::text[])', values: [workspaceId, sel.eventIds] }
+          : { sql: 'd.workspace_id = $2 AND d.id = ANY($3::bigint[])', values: [workspaceId, sel.deliveryIds] };
     const r = await this.db.query<{ id: unknown; letter: string }>(
       `SELECT d.id, l.id AS letter FROM deliveries d
        JOIN dead_letters l ON l.workspace_id = d.workspace_id AND l.topic = $1 AND l.status = 'dead'
