@@ -1,6 +1,6 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../../test/sandbox/meta/app.js';
+import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../test/sandbox/meta/app.js';
 import type { ConversionReady } from '../shared/conversion.js';
 import { connectMeta, metaMatch } from './destinations/meta.js';
 import { googleMatch } from './destinations/google.js';
@@ -34,10 +34,7 @@ describe('delivery records', () => {
       env: {
         FORWARDER_BATCH_SIZE: '10',
         FORWARDER_LINGER_MS: '0',
-        META_API_BASE: meta.apiBase,
-        META_AUTH_URL: meta.authUrl,
-        META_APP_ID: META_APP.id,
-        META_APP_SECRET: META_APP.secret,
+        ...metaServiceEnv(meta),
       },
     });
   });

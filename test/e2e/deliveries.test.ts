@@ -11,12 +11,12 @@ import { startService, type RunningService } from '../../services/compose/servic
 import { loadConfig } from '../../services/shared/config.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
 import { sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { SETUP } from '../helpers/workspaces.js';
-import { connectLikeABrowser } from '../sandbox/connect.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
+import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 
@@ -38,10 +38,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${port}`;
   const config = loadConfig({
     ...sandboxServiceEnv(tiktok, port),
-    META_API_BASE: meta.apiBase,
-    META_AUTH_URL: meta.authUrl,
-    META_APP_ID: META_APP.id,
-    META_APP_SECRET: META_APP.secret,
+    ...metaServiceEnv(meta),
     HOST: '127.0.0.1',
     DATA_DIR: mkdtempSync(join(tmpdir(), 'deliveries-e2e-')),
     ADMIN_TOKEN: ADMIN,
@@ -73,12 +70,7 @@ afterEach(async () => {
   await fetch(`${meta.controlUrl}/faults`, { method: 'DELETE' });
 });
 
-async function connect(path: string): Promise<void> {
-  const started = await admin.call('POST', path);
-  expect(started.status, JSON.stringify(started.body)).toBe(200);
-  const page = await connectLikeABrowser(started.body.authorize_url);
-  expect(page.status, page.html).toBe(200);
-}
+const connect = (path: string): Promise<void> => connectThroughAdmin(admin, path);
 
 async function send(): Promise<string> {
   const idem = `order-${Math.random().toString(36).slice(2)}`;

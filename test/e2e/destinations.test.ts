@@ -12,13 +12,13 @@ import { startService, type RunningService } from '../../services/compose/servic
 import { loadConfig } from '../../services/shared/config.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
 import { sha256, webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
 import { sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { SETUP } from '../helpers/workspaces.js';
-import { connectLikeABrowser } from '../sandbox/connect.js';
 import { GOOGLE_APP, startGoogleSandbox, type RunningGoogleSandbox } from '../sandbox/google/app.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
+import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 
@@ -39,10 +39,7 @@ beforeAll(async () => {
   url = `http://127.0.0.1:${port}`;
   const config = loadConfig({
     ...sandboxServiceEnv(tiktok, port),
-    META_API_BASE: meta.apiBase,
-    META_AUTH_URL: meta.authUrl,
-    META_APP_ID: META_APP.id,
-    META_APP_SECRET: META_APP.secret,
+    ...metaServiceEnv(meta),
     GOOGLE_API_BASE: google.apiBase,
     GOOGLE_AUTH_URL: google.authUrl,
     GOOGLE_TOKEN_URL: google.tokenUrl,
@@ -64,12 +61,7 @@ afterAll(async () => {
   await Promise.all([tiktok?.close(), meta?.close(), google?.close()]);
 });
 
-async function connect(path: string): Promise<void> {
-  const started = await admin.call('POST', path);
-  expect(started.status, JSON.stringify(started.body)).toBe(200);
-  const page = await connectLikeABrowser(started.body.authorize_url);
-  expect(page.status, page.html).toBe(200);
-}
+const connect = (path: string): Promise<void> => connectThroughAdmin(admin, path);
 
 describe('a workspace with a TikTok, a Meta and a Google destination', () => {
   let key: string;
