@@ -1,27 +1,22 @@
 /**
- * Delivery records over the admin API, end to end: the whole service on the embedded default with the TikTok sandbox
- * and the Meta stand-in. A workspace forwarding purchases to TikTok and Meta: its deliveries listed with filters and
- * pages, bad filters refused naming the field, and a refused delivery redriven once, reaching Meta once.
+ * Delivery records over the admin API, end to end: the whole service on the embedded default with the platforms'
+ * stand-ins (helpers/destination-stand-ins.ts). A workspace forwarding purchases to TikTok and Meta: its deliveries
+ * listed with filters and pages, bad filters refused naming the field, and a refused delivery redriven once,
+ * reaching Meta once.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type RunningService } from '../../services/compose/service.js';
-import { loadConfig } from '../../services/shared/config.js';
-import { silentLogger } from '../../services/shared/logger.js';
-import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import type { RunningService } from '../../services/compose/service.js';
+import type { AdminClient } from '../helpers/admin-client.js';
+import { startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
+import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
+import type { RunningSandbox } from '../sandbox/server.js';
 import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
 import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
-import { sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { SETUP } from '../helpers/workspaces.js';
-import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
-import { freePort } from '../sandbox/ports.js';
-import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 
-const ADMIN = 'deliveries-e2e-admin-token';
 const PIXEL = '8888888888';
+let stand: WithStandIns;
 let tiktok: RunningSandbox;
 let meta: RunningMetaSandbox;
 let service: RunningService;
@@ -32,23 +27,8 @@ let key: string;
 let metaId: string;
 
 beforeAll(async () => {
-  tiktok = await startSandbox({ port: 0 });
-  meta = await startMetaSandbox({ pixels: [PIXEL] });
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = loadConfig({
-    ...sandboxServiceEnv(tiktok, port),
-    ...metaServiceEnv(meta),
-    HOST: '127.0.0.1',
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'deliveries-e2e-')),
-    ADMIN_TOKEN: ADMIN,
-    LOG_LEVEL: 'silent',
-    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
-  });
-  service = await startService(config, silentLogger, { inMemoryDb: true });
-  await service.app.listen({ port, host: '127.0.0.1' });
-  admin = adminClient(url, ADMIN);
-
+  stand = await startWithStandIns({ name: 'deliveries-e2e', pixels: [PIXEL] });
+  ({ tiktok, meta, service, url, admin } = stand);
   ws = (await admin.createWorkspace('deliveries')).id;
   key = (await admin.createKey(ws, 'live')).key;
   expect((await admin.call('PUT', `/admin/v1/workspaces/${ws}/forwarding`, SETUP)).status).toBe(200);
@@ -62,10 +42,7 @@ beforeAll(async () => {
   metaId = m.body.id;
   await connect(`/admin/v1/workspaces/${ws}/destinations/${metaId}/connection`);
 });
-afterAll(async () => {
-  await service?.close();
-  await Promise.all([tiktok?.close(), meta?.close()]);
-});
+afterAll(() => stand?.close());
 afterEach(async () => {
   await fetch(`${meta.controlUrl}/faults`, { method: 'DELETE' });
 });
