@@ -33,6 +33,7 @@ import { DestinationRepo, type Destination } from '../forwarder/destinations/rep
 import { DestinationSender } from '../forwarder/destinations/sender.js';
 import { DestinationFlow } from '../forwarder/destinations/flow.js';
 import { destinationRoutes } from '../console/routes/destinations.js';
+import { DeliveryRepo } from '../forwarder/delivery-repo.js';
 import { destinationCallbackRoutes } from '../console/destination-callback.js';
 
 export interface PlatformRoles {
@@ -47,6 +48,7 @@ export interface PlatformRoles {
 export interface PlatformSide {
   readonly connections: ConnectionRepo;
   readonly outbox: OutboxRepo;
+  readonly deliveries: DeliveryRepo;
   readonly flow: OAuthFlow;
   readonly refresher: TokenRefresher;
   /** The intake stage on conversions.ready (forwarder role): the runtime drives it like the pipeline's stages. */
@@ -96,6 +98,7 @@ export function createPlatformSide(deps: {
     logger.error({ workspace, parked, reason }, 'stored credentials cannot be opened: connection parked');
   });
   const outbox = new OutboxRepo(db);
+  const deliveries = new DeliveryRepo(db);
   const revoker = new Revoker({ db, cipher, client, logger, backoff, leaseMs });
   const refresher = new TokenRefresher({
     connections,
@@ -113,6 +116,7 @@ export function createPlatformSide(deps: {
         db,
         connections,
         outbox,
+        deliveries,
         client,
         refresher,
         logger,
@@ -160,6 +164,7 @@ export function createPlatformSide(deps: {
   const destinationSender = roles.forwarder
     ? new DestinationSender({
         destinations,
+        deliveries,
         kindFor,
         refresh: refreshDestination,
         logger,
@@ -209,6 +214,7 @@ export function createPlatformSide(deps: {
   return {
     connections,
     outbox,
+    deliveries,
     flow,
     refresher,
     intake,

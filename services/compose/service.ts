@@ -26,6 +26,8 @@ import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
 import { NotDeadLetters, Redriver, UnknownDeadLetters } from '../datateam/redrive.js';
 import type { ConsoleDeadLetters } from '../console/web/plugin.js';
 import { dataTeamRoutes } from '../datateam/routes.js';
+import { deliveryRoutes } from '../console/routes/deliveries.js';
+import { redriveDeliveries } from '../datateam/delivery-redrive.js';
 import { erasureSteps } from '../privacy/erasure-steps.js';
 import { ErasureWorker } from '../privacy/erasures.js';
 import { startRetentionSweeper } from '../privacy/retention.js';
@@ -70,7 +72,16 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
     stageInputs: pipelineStages({ dedupeWindowMs: config.dedupeWindowMs, forwarderIntake: createForwarderIntake() }).map((s) => ({ stage: s.name, topic: s.input })),
   });
   const deadLetters = new DeadLetterRepo(db);
-  const redriver = new Redriver({ db, repo: deadLetters, log: runtime.dataTeam.redriveLog, onQueued: () => platform.sender?.wake() });
+  // A redriven conversion may be for any destination: both senders look.
+  const redriver = new Redriver({
+    db,
+    repo: deadLetters,
+    log: runtime.dataTeam.redriveLog,
+    onQueued: () => {
+      platform.sender?.wake();
+      platform.destinationSender?.wake();
+    },
+  });
   consoleDeadLetters = {
     async redrive(ws, selection, actor) {
       try {
@@ -80,6 +91,8 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
         throw err;
       }
     },
+    redriveDeliveries: (ws, deliveryIds, actor) =>
+      redriveDeliveries({ db, deliveries: platform.deliveries, deadLetters, redriver }, ws, { deliveryIds }, actor),
   };
   const log = runtime.log;
   // Privacy (docs/privacy.md): erasure jobs and the retention sweep run with the admin API.
@@ -114,6 +127,7 @@ export async function startService(config: Config, logger: Logger, opts: { inMem
         }),
       (scope) =>
         dataTeamRoutes(scope, { db, deadLetters, redriver, acceptedEvents: runtime.dataTeam.acceptedEvents, topicRecords: runtime.dataTeam.topicRecords }),
+      (scope) => deliveryRoutes(scope, { db, deliveries: platform.deliveries, deadLetters, redriver }),
       (scope) => replayRoutes(scope, { db, rawLogRetentionMs: config.rawLogRetentionMs }),
       (scope) => privacyRoutes(scope, { db, onErasure: () => erasures.wake(), explanationRetentionMs: config.privacy.explanationRetentionMs }),
       ...platform.adminExtensions,

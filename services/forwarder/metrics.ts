@@ -75,3 +75,15 @@ export const destinationConversions = new Counter({
 });
 // Exported from the start (at 0), so the dashboard's panel and a ratio have series before the first delivery.
 for (const destination of ['meta', 'google']) destinationConversions.inc({ destination, outcome: 'forwarded', code: '0' }, 0);
+
+/**
+ * The match quality (0–10, destinations/match-quality.ts) of each conversion a platform sent or refused, by
+ * destination kind (tiktok, meta, google): bounded series.
+ */
+export const matchQuality = new Histogram({
+  name: 'forwarder_match_quality',
+  help: 'Match quality (0-10) of the conversions sent or refused, scored before sending, by destination kind',
+  labelNames: ['destination'] as const,
+  buckets: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+  registers: [registry],
+});

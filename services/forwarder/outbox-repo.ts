@@ -12,6 +12,7 @@ import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
 import { recordDeadLetters, type DeadLetterEntry } from '../shared/dead-letter.js';
 import { readForwardingSetup, type ForwardingSetup } from '../shared/forwarding-setup.js';
+import { markDeliveriesDead, TIKTOK_DESTINATION_ID } from './delivery-repo.js';
 
 /** A conversion waiting in the outbox. */
 export interface OutboxRow {
@@ -165,10 +166,11 @@ export class OutboxRepo {
   /** Drops conversions that waited longer than maxAgeMs (a workspace that never reconnects); counts per workspace. */
   async expireOld(maxAgeMs: number): Promise<Map<string, number>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string }>(
-        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id`,
+      const r = await tx.query<{ workspace_id: string; event_id: string }>(
+        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id, event_id`,
         [maxAgeMs],
       );
+      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: TIKTOK_DESTINATION_ID, eventId: row.event_id })));
       const out = new Map<string, number>();
       for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
       await recordActivity(tx, [...out].map(([workspaceId, n]) => ({ workspaceId, kind: 'dropped' as const, key: 'expired', n })));

@@ -19,6 +19,7 @@ import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
 import { BackgroundLoop } from './loop.js';
 import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
 import type { BatchGroup, OutboxRepo, OutboxRow } from './outbox-repo.js';
+import { TIKTOK_DESTINATION_ID, type DeliveryRepo } from './delivery-repo.js';
 import type { PlatformClient } from './platform-client.js';
 import { deliverBatch } from './destinations/deliver.js';
 import type { DestinationKind } from './destinations/kind.js';
@@ -40,6 +41,7 @@ export interface SenderDeps {
   readonly db: Db;
   readonly connections: ConnectionRepo;
   readonly outbox: OutboxRepo;
+  readonly deliveries: DeliveryRepo;
   readonly client: PlatformClient;
   /** What the connections are (default: TikTok through `client`). */
   readonly kind?: DestinationKind;
@@ -163,6 +165,7 @@ export class ForwardSender {
     const log = logger.child({ workspace: ws, event_source_id: group.eventSourceId });
     let current: LeasedConnection | null = conn;
     const outcome = await deliverBatch(this.kind, group, conn.accessToken, rows, {
+      attempted: (attempts) => this.deps.deliveries.record({ workspaceId: ws, destinationId: TIKTOK_DESTINATION_ID, kind: this.kind.name }, attempts),
       sent: async (batch, answer) => {
         const code = codeLabel(answer);
         await this.deps.db.transaction(async (tx) => {
@@ -238,6 +241,8 @@ export class ForwardSender {
     if (now - this.lastPurge >= PURGE_EVERY_MS) {
       this.lastPurge = now;
       const purged = await outbox.purgeLedger(options.ledgerRetentionMs);
+      // Every path's delivery records, kept as long as the ledger.
+      await this.deps.deliveries.purge(options.ledgerRetentionMs);
       const expired = await outbox.expireOld(options.parkMaxAgeMs);
       for (const [ws, n] of expired) {
         forwardedConversions.inc({ outcome: 'dropped', code: 'expired' }, n);

@@ -151,6 +151,12 @@ export const explanationsStep: ErasureStep = {
     count(tx, `DELETE FROM conversion_explanations WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING event_id`, params(s).slice(0, 5)),
 };
 
+/** The delivery records of the person's conversions, every destination's (their payloads carry the identifiers). */
+export const deliveriesStep: ErasureStep = {
+  store: 'deliveries',
+  run: (tx, s) => count(tx, `DELETE FROM deliveries WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, params(s).slice(0, 5)),
+};
+
 /** The redaction list: the person's identifiers, salted-hashed, for replays and exports of the raw log. */
 export const redactionListStep: ErasureStep = {
   store: 'redaction_list',
@@ -221,6 +227,7 @@ export function erasureSteps(runtime: 'embedded' | 'kafka', graphLog: GraphErasu
     deadLettersStep,
     ...(runtime === 'embedded' ? [eventLogStep] : []),
     explanationsStep,
+    deliveriesStep,
     redactionListStep,
     identityStateStep(graphLog),
   ];

@@ -82,7 +82,7 @@ describe('the retention sweep', () => {
     expect(ages.outbox).toBe(0); // empty
     const metric = await registry.getSingleMetric('privacy_oldest_entry_age_seconds')!.get();
     const stores = metric.values.map((v) => v.labels.store);
-    expect(new Set(stores)).toEqual(new Set(['identity_graph', 'identity_links', 'sent_ledger', 'outbox', 'dead_letters', 'audit_log', 'erasures', 'why_records', 'raw_log']));
+    expect(new Set(stores)).toEqual(new Set(['identity_graph', 'identity_links', 'sent_ledger', 'outbox', 'deliveries', 'dead_letters', 'audit_log', 'erasures', 'why_records', 'raw_log']));
   });
 });
 

@@ -2,8 +2,8 @@
  * Retention of the stores that hold personal or event data (docs/privacy.md, "What is stored and for how long"):
  * a sweep every RETENTION_SWEEP_INTERVAL_MS deletes what outlived its store's retention, in chunks, and measures the
  * age of each store's oldest entry (privacy_oldest_entry_age_seconds). Stores whose retention another part of the
- * runtime already enforces are measured here, not deleted twice: the sent ledger and the outbox (the forwarder:
- * FORWARDER_LEDGER_RETENTION_HOURS, FORWARDER_PARK_MAX_HOURS) and the raw log (the embedded log's retention).
+ * runtime already enforces are measured here, not deleted twice: the sent ledger, the delivery records and the outbox (the
+ * forwarder: FORWARDER_LEDGER_RETENTION_HOURS, FORWARDER_PARK_MAX_HOURS) and the raw log (the embedded log's retention).
  */
 import type { Db } from '../shared/db/db.js';
 import type { PrivacyConfig } from '../shared/config.js';
@@ -96,6 +96,7 @@ export async function measureOldest(db: Db, now = Date.now()): Promise<Record<st
             ${age('(SELECT min(last_seen_at) FROM identity_edges)')} AS identity_links,
             ${age('(SELECT min(sent_at) FROM forward_sent)')} AS sent_ledger,
             ${age('(SELECT min(enqueued_at) FROM forward_outbox)')} AS outbox,
+            ${age('(SELECT min(attempted_at) FROM deliveries)')} AS deliveries,
             ${age('(SELECT min(appended_at) FROM log_records WHERE topic = ANY($2::text[]))')} AS dead_letters,
             ${age('(SELECT min(at) FROM audit_log)')} AS audit_log,
             ${age('(SELECT min(requested_at) FROM erasures)')} AS erasures,

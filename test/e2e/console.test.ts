@@ -230,6 +230,29 @@ describe('the console in Chromium', () => {
     await accessible('activity');
   });
 
+  it('shows the delivered purchase in Deliveries with its match quality, keys and answer', async () => {
+    const [received] = await receivedBySandbox(sandbox);
+    const [api] = (await admin.call('GET', `/admin/v1/workspaces/${ws1}/deliveries?event_id=${encodeURIComponent(received!.event_id)}`)).body.items;
+    expect(api).toMatchObject({ destination: 'tiktok', outcome: 'sent' });
+    await page.goto(`${url}/console/w/${ws1}/activity`);
+    const table = page.getByRole('table', { name: 'Deliveries per event and destination' });
+    const row = table.getByRole('row', { name: new RegExp(received!.event_id) });
+    const cells = (await row.locator('td').allTextContents()).map((c) => c.trim());
+    // Last attempt, event id, destination, outcome, attempts, match quality, match keys, platform answer.
+    expect(cells.slice(1, 5)).toEqual([received!.event_id, 'TikTok', 'sent', '1']);
+    expect(cells[5]).toBe(api.match_quality.toFixed(1));
+    expect(Number(cells[5])).toBeGreaterThan(0);
+    expect(cells[6]).toContain('ttclid');
+    expect(cells[6]).toContain('email');
+    expect(cells[7]).toMatch(/^0: OK/);
+    // Filtered to an outcome it does not have: not listed.
+    await page.getByLabel('Outcome').selectOption('dead');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.getByText('No deliveries match this filter.').waitFor();
+    expect(page.url()).toContain('d_outcome=dead');
+    await accessible('activity');
+  });
+
   it('explains why each user field of that conversion went (Activity, "Why this field")', async () => {
     const [received] = await receivedBySandbox(sandbox);
     await page.goto(`${url}/console/w/${ws1}/activity`);
@@ -288,6 +311,24 @@ describe('the console in Chromium', () => {
     // The whole page, every table filled (and "Why this field" for the first conversion).
     await page.getByRole('table', { name: 'Why each user field was forwarded' }).waitFor();
     await accessible('activity');
+  });
+
+  it('lists the refused delivery with the platform\'s message, and an owner sends it again with "Redrive shown"', async () => {
+    await page.goto(`${url}/console/w/${ws1}/activity?d_outcome=refused`);
+    const table = page.getByRole('table', { name: 'Deliveries per event and destination' });
+    const row = table.getByRole('row', { name: /not enabled for this pixel/ });
+    expect(await row.count()).toBe(1);
+    const eventId = ((await row.locator('td').nth(1).textContent()) ?? '').trim();
+    expect((await row.locator('td').nth(3).textContent())?.trim()).toBe('refused');
+    expect((await row.locator('td').nth(7).textContent())?.trim()).toMatch(/^40002: /);
+    // Checked, not pictured: the screenshot of Activity is the whole page of the test before.
+    expect(await seriousViolations(page)).toEqual([]);
+    await page.getByRole('button', { name: 'Redrive shown' }).click();
+    await page.getByText('1 delivery sent again.').waitFor();
+    expect(page.url()).toContain('d_outcome=refused');
+    await eventually('the redriven delivery reached the platform', async () => (await receivedBySandbox(sandbox)).some((e) => e.event_id === eventId), 15_000);
+    const audit = await service.db.query<{ actor: string }>(`SELECT actor FROM audit_log WHERE workspace_id = $1 AND action = 'deliveries.redriven'`, [ws1]);
+    expect(audit.rows.map((r) => r.actor)).toEqual([expect.stringContaining(OWNER.email)]);
   });
 
   it('shows a connection revoked at the platform as needing re-authorisation, and reconnects', async () => {

@@ -4,26 +4,20 @@
  * connected in a browser-like flow; a purchase goes to all three in each platform's shape, with each platform's
  * consent rules and only its own click id.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startService, type RunningService } from '../../services/compose/service.js';
-import { loadConfig } from '../../services/shared/config.js';
-import { silentLogger } from '../../services/shared/logger.js';
-import { adminClient, type AdminClient } from '../helpers/admin-client.js';
+import type { RunningService } from '../../services/compose/service.js';
+import type { AdminClient } from '../helpers/admin-client.js';
+import { startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
+import type { RunningGoogleSandbox } from '../sandbox/google/app.js';
+import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
+import type { RunningSandbox } from '../sandbox/server.js';
+import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
 import { sha256, webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
-import { sandboxServiceEnv } from '../helpers/sre-flow.js';
 import { SETUP } from '../helpers/workspaces.js';
-import { connectLikeABrowser } from '../sandbox/connect.js';
-import { GOOGLE_APP, startGoogleSandbox, type RunningGoogleSandbox } from '../sandbox/google/app.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
-import { freePort } from '../sandbox/ports.js';
-import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 
-const ADMIN = 'destinations-e2e-admin-token';
 const PIXEL = '7777777777';
+let stand: WithStandIns;
 let tiktok: RunningSandbox;
 let meta: RunningMetaSandbox;
 let google: RunningGoogleSandbox;
@@ -32,44 +26,12 @@ let url: string;
 let admin: AdminClient;
 
 beforeAll(async () => {
-  tiktok = await startSandbox({ port: 0 });
-  meta = await startMetaSandbox({ pixels: [PIXEL] });
-  google = await startGoogleSandbox();
-  const port = await freePort();
-  url = `http://127.0.0.1:${port}`;
-  const config = loadConfig({
-    ...sandboxServiceEnv(tiktok, port),
-    META_API_BASE: meta.apiBase,
-    META_AUTH_URL: meta.authUrl,
-    META_APP_ID: META_APP.id,
-    META_APP_SECRET: META_APP.secret,
-    GOOGLE_API_BASE: google.apiBase,
-    GOOGLE_AUTH_URL: google.authUrl,
-    GOOGLE_TOKEN_URL: google.tokenUrl,
-    GOOGLE_REVOKE_URL: google.revokeUrl,
-    GOOGLE_CLIENT_ID: GOOGLE_APP.id,
-    GOOGLE_CLIENT_SECRET: GOOGLE_APP.secret,
-    HOST: '127.0.0.1',
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'destinations-e2e-')),
-    ADMIN_TOKEN: ADMIN,
-    LOG_LEVEL: 'silent',
-    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
-  });
-  service = await startService(config, silentLogger, { inMemoryDb: true });
-  await service.app.listen({ port, host: '127.0.0.1' });
-  admin = adminClient(url, ADMIN);
+  stand = await startWithStandIns({ name: 'destinations-e2e', pixels: [PIXEL] });
+  ({ tiktok, meta, google, service, url, admin } = stand);
 });
-afterAll(async () => {
-  await service?.close();
-  await Promise.all([tiktok?.close(), meta?.close(), google?.close()]);
-});
+afterAll(() => stand?.close());
 
-async function connect(path: string): Promise<void> {
-  const started = await admin.call('POST', path);
-  expect(started.status, JSON.stringify(started.body)).toBe(200);
-  const page = await connectLikeABrowser(started.body.authorize_url);
-  expect(page.status, page.html).toBe(200);
-}
+const connect = (path: string): Promise<void> => connectThroughAdmin(admin, path);
 
 describe('a workspace with a TikTok, a Meta and a Google destination', () => {
   let key: string;

@@ -125,3 +125,11 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     },
   };
 }
+
+/** Starts a connection with the admin API (`POST …/connection`) and completes it in a browser-like flow. */
+export async function connectThroughAdmin(admin: AdminClient, path: string): Promise<void> {
+  const started = await admin.call('POST', path);
+  expect(started.status, JSON.stringify(started.body)).toBe(200);
+  const page = await connectLikeABrowser(started.body.authorize_url);
+  expect(page.status, page.html).toBe(200);
+}

@@ -114,6 +114,7 @@ describe('erasure on Kafka', () => {
       outbox: 0,
       dead_letters: 0,
       why_records: 2,
+      deliveries: 2, // the delivery records of the two forwarded conversions
       redaction_list: 6, // and the user id's SHA-256, as records carry it
       identity_state: 6, // the cluster's five and the request's canonical-email form, by key to the graph's partition
     });

@@ -4,8 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../compose/app.js';
 import { createPlatformSide, type PlatformSide } from '../../compose/platform.js';
 import { conversion, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
-import { GOOGLE_APP, startGoogleSandbox, type RunningGoogleSandbox } from '../../../test/sandbox/google/app.js';
+import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
+import { googleServiceEnv, startGoogleSandbox, type RunningGoogleSandbox } from '../../../test/sandbox/google/app.js';
 import { loadConfig } from '../../shared/config.js';
 import { silentLogger } from '../../shared/logger.js';
 
@@ -32,18 +32,7 @@ async function appFor(env: Record<string, string>): Promise<{ app: FastifyInstan
 beforeAll(async () => {
   meta = await startMetaSandbox({ pixels: [PIXEL] });
   google = await startGoogleSandbox();
-  metaEnv = {
-    META_API_BASE: meta.apiBase,
-    META_AUTH_URL: meta.authUrl,
-    META_APP_ID: META_APP.id,
-    META_APP_SECRET: META_APP.secret,
-    GOOGLE_API_BASE: google.apiBase,
-    GOOGLE_AUTH_URL: google.authUrl,
-    GOOGLE_TOKEN_URL: google.tokenUrl,
-    GOOGLE_REVOKE_URL: google.revokeUrl,
-    GOOGLE_CLIENT_ID: GOOGLE_APP.id,
-    GOOGLE_CLIENT_SECRET: GOOGLE_APP.secret,
-  };
+  metaEnv = { ...metaServiceEnv(meta), ...googleServiceEnv(google) };
   rig = await startRig({ env: { ...metaEnv, FORWARDER_LINGER_MS: '0' } });
   ({ app, side } = await appFor({ ...sandboxPlatformEnv(rig.sandbox), ...metaEnv }));
   ({ app: bare } = await appFor({}));

@@ -68,6 +68,8 @@ export interface ConsoleDeadLetters {
     selection: { readonly ids: readonly string[] } | { readonly all: true },
     actor: string,
   ): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> } | { refused: string }>;
+  /** "Redrive shown" of the Deliveries section: the dead and refused among these delivery records, audited as the user. */
+  redriveDeliveries(workspaceId: string, deliveryIds: readonly number[], actor: string): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> }>;
 }
 
 /** A session ends after this long without a request (each request moves it forward)… */

@@ -1,5 +1,5 @@
 /**
- * Console: a workspace's settings (API Key, Forwarding, Connection) and its Activity. Every route checks that the
+ * Console: a workspace's settings (API Key, Forwarding, Connection) and its Activity (with its Deliveries). Every route checks that the
  * signed-in user is a member of the workspace in the URL (else 404: another workspace's existence is not revealed);
  * changes need the owner role and are audited with the user as actor.
  */
@@ -17,6 +17,7 @@ import { UserRepo, type ConsoleUser, type Membership } from '../user-repo.js';
 import { WorkspaceRepo } from '../workspace-repo.js';
 import { ExplanationRepo } from '../../privacy/explanations.js';
 import { ActivityRepo, deliveredChart } from './activity-repo.js';
+import { backQuery, deliveryIdsOf, readDeliveries, type DeliveryForm } from './deliveries-section.js';
 import { renderPage, type ConsoleWebDeps } from './plugin.js';
 import { actorOf } from './sign-in-routes.js';
 
@@ -219,7 +220,7 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
 
   // ---- Activity ----
   const explanations = new ExplanationRepo(deps.db, deps.explanationRetentionMs ?? 30 * 24 * 3600_000);
-  app.get<WsParams & { Querystring: { event_id?: string | string[] } }>('/w/:ws/activity', async (request, reply) => {
+  app.get<WsParams & { Querystring: { event_id?: string | string[] } & DeliveryForm }>('/w/:ws/activity', async (request, reply) => {
     const a = await access(request, reply);
     if (!a) return reply;
     const data = await activity.read(a.ws.workspaceId, ACTIVITY_DAYS);
@@ -237,7 +238,27 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
       why,
       whyRetentionDays: Math.round((deps.explanationRetentionMs ?? 30 * 24 * 3600_000) / 86_400_000),
       canRedrive: deps.deadLetters?.() !== undefined,
+      deliveries: await readDeliveries(deps.db, a.ws.workspaceId, request.query),
     });
+  });
+
+  // "Redrive shown" of the Deliveries section: the dead and refused among the shown records, audited as this user.
+  app.post<WsParams & { Body: DeliveryForm & { d?: string | string[] } }>('/w/:ws/activity/deliveries/redrive', async (request, reply) => {
+    const a = await access(request, reply, { owner: true });
+    if (!a) return reply;
+    const letters = deps.deadLetters?.();
+    if (!letters) throw new ConsoleHttpError(503, 'Redriving is not available in this process; use the admin API.');
+    const back = `/console/w/${a.ws.workspaceId}/activity${backQuery(request.body ?? {})}#deliveries`;
+    const ids = deliveryIdsOf(request.body?.d);
+    if (ids.length === 0) {
+      request.session.flash = 'No dead or refused delivery is shown: nothing to send again.';
+      return reply.redirect(back, 303);
+    }
+    const r = await letters.redriveDeliveries(a.ws.workspaceId, ids, actorOf(a.user));
+    request.session.flash =
+      `${r.redriven} deliver${r.redriven === 1 ? 'y' : 'ies'} sent again.` +
+      (r.failed.length > 0 ? ` ${r.failed.length} could not go back: ${r.failed.slice(0, 3).map((f) => f.error).join('; ')}.` : '');
+    return reply.redirect(back, 303);
   });
 
   // Dead letters back through their stage under today's setup: the admin API's redrive, audited as this user.

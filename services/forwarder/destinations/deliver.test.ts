@@ -23,6 +23,8 @@ function scripted(
       return why === null ? { send: true, record } : { send: false, reason: why };
     },
     request: (_g, batch) => ({ ids: batch.map((b) => b.eventId) }),
+    payloads: (body) => body.ids,
+    match: () => ({ keys: [], quality: 0 }),
     send: async (token, body) => {
       requests.push(body.ids);
       return {
@@ -49,8 +51,11 @@ const rows = (...ids: string[]): Outgoing[] =>
 
 function recorder(token: { fresh: string | null } = { fresh: null }) {
   const log: string[] = [];
+  /** One line per request: each event with its outcome and the answer's code for it. */
+  const attempts: string[] = [];
   const ids = (b: Outgoing[]) => b.map((r) => r.eventId).join(',');
   const hooks: DeliveryHooks<Outgoing> = {
+    attempted: async (a) => void attempts.push(a.map((x) => `${x.row.eventId}:${x.outcome}:${x.answer.code}`).join(' ')),
     sent: async (b) => void log.push(`sent ${ids(b)}`),
     refused: async (b, r) => void log.push(`refused ${ids(b)} ${r.code}`),
     withheld: async (b, reason) => void log.push(`withheld ${ids(b)} ${reason}`),
@@ -60,7 +65,7 @@ function recorder(token: { fresh: string | null } = { fresh: null }) {
       return again ? null : token.fresh;
     },
   };
-  return { log, hooks };
+  return { log, attempts, hooks };
 }
 const group = { eventSource: 'WEB', eventSourceId: 'P', testEventCode: '' };
 
@@ -119,6 +124,36 @@ describe('deliverBatch', () => {
     expect(await deliverBatch(bad.kind, group, 'old', rows('a'), r2.hooks)).toBe('stopped');
     expect(r2.log).toEqual(['token a', 'token a again']);
     expect(bad.requests).toHaveLength(2);
+  });
+
+  it('reports every request\'s events once, with the outcome and the answer for each', async () => {
+    const narrowed = scripted((ids) => (ids.includes('c') ? { code: 40002, message: 'invalid parameters' } : {}));
+    const r1 = recorder();
+    await deliverBatch(narrowed.kind, group, 't', rows('a', 'b', 'c', 'd'), r1.hooks);
+    expect(r1.attempts).toEqual([
+      'a:retrying:40002 b:retrying:40002 c:retrying:40002 d:retrying:40002',
+      'a:sent:0 b:sent:0',
+      'c:retrying:40002 d:retrying:40002',
+      'c:refused:40002',
+      'd:sent:0',
+    ]);
+    const perEvent = scripted(() => ({}), { results: (ids) => ids.map((id) => (id === 'b' ? { outcome: 'refused' as const, code: 7, message: 'bad' } : { outcome: 'sent' as const })) });
+    const r2 = recorder();
+    await deliverBatch(perEvent.kind, group, 't', rows('a', 'b'), r2.hooks);
+    expect(r2.attempts).toEqual(['a:sent:0 b:refused:7']);
+    const later = scripted(() => ({ httpStatus: 503, code: null }));
+    const r3 = recorder();
+    await deliverBatch(later.kind, group, 't', rows('a'), r3.hooks);
+    expect(r3.attempts).toEqual(['a:retrying:null']);
+  });
+
+  it('scores each event from its payload before sending', async () => {
+    const { kind } = scripted(() => ({}));
+    const scored = { ...kind, match: (p: unknown) => ({ keys: [String(p)], quality: p === 'a' ? 4 : 1 }) };
+    const seen: string[] = [];
+    const { hooks } = recorder();
+    await deliverBatch(scored, group, 't', rows('a', 'b'), { ...hooks, attempted: async (a) => void seen.push(...a.map((x) => `${x.payload} ${x.match.keys} ${x.match.quality}`)) });
+    expect(seen).toEqual(['a a 4', 'b b 1']);
   });
 
   it('nothing sendable: no request at all', async () => {

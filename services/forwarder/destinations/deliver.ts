@@ -8,10 +8,31 @@ import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformAnswer } from '../platform-client.js';
 import type { DestinationKind, Outgoing } from './kind.js';
+import type { MatchScore } from './match-quality.js';
 
 export type RetryClassification = Extract<Classification, { kind: 'retry' }>;
 
+/** The platform's answer as it concerns one event of a request. */
+export interface EventAnswer {
+  readonly http_status: number;
+  readonly code: number | null;
+  readonly message: string;
+  readonly request_id: string | null;
+}
+
+/** One event's part in one request: the payload as sent, its match (scored before sending), what came of it. */
+export interface Attempt<R extends Outgoing> {
+  readonly row: R;
+  readonly payload: unknown;
+  readonly match: MatchScore;
+  /** `retrying`: the request failed for now (retry later, the token, or a refusal being narrowed down). */
+  readonly outcome: 'sent' | 'refused' | 'retrying';
+  readonly answer: EventAnswer;
+}
+
 export interface DeliveryHooks<R extends Outgoing> {
+  /** Every request's events, once its answer is acted on: the delivery records (delivery-repo.ts). */
+  attempted(attempts: Attempt<R>[]): Promise<void>;
   /** The platform took these events. */
   sent(batch: R[], answer: PlatformAnswer): Promise<void>;
   /** The platform refused these events for good, with its code and message. */
@@ -49,8 +70,14 @@ export async function deliverBatch<R extends Outgoing>(
   let refreshed = false;
   while (work.length > 0) {
     const batch = work.pop()!;
-    const answer = await kind.send(token, kind.request(group, batch));
+    const body = kind.request(group, batch);
+    const payloads = kind.payloads(body);
+    const matches = payloads.map((p) => kind.match(p));
+    const answer = await kind.send(token, body);
     const c = kind.classify(answer);
+    const whole: EventAnswer = { http_status: answer.httpStatus, code: answer.code, message: answer.message, request_id: answer.requestId };
+    const attempts = (each: (i: number) => Pick<Attempt<R>, 'outcome' | 'answer'>): Attempt<R>[] =>
+      batch.map((row, i) => ({ row, payload: payloads[i], match: matches[i]!, ...each(i) }));
     switch (c.kind) {
       case 'ok': {
         const results = kind.results(batch, answer);
@@ -59,13 +86,21 @@ export async function deliverBatch<R extends Outgoing>(
         for (const [i, r] of results.entries()) {
           if (r.outcome === 'refused') await hooks.refused([batch[i]!], r, answer);
         }
+        await hooks.attempted(
+          attempts((i) => {
+            const r = results[i];
+            return r?.outcome === 'refused' ? { outcome: 'refused', answer: { ...whole, code: r.code, message: r.message } } : { outcome: 'sent', answer: whole };
+          }),
+        );
         break;
       }
       case 'retry':
         await hooks.retry(batch, c, answer);
+        await hooks.attempted(attempts(() => ({ outcome: 'retrying', answer: whole })));
         return 'stopped';
       case 'token': {
         const fresh = await hooks.tokenRefused(batch, answer, refreshed);
+        await hooks.attempted(attempts(() => ({ outcome: 'retrying', answer: whole })));
         if (fresh === null) return 'stopped';
         refreshed = true;
         token = fresh;
@@ -75,10 +110,12 @@ export async function deliverBatch<R extends Outgoing>(
       case 'permanent': {
         if (c.perRecord && batch.length > 1) {
           const [suspect, rest] = kind.isolate(batch, c);
+          await hooks.attempted(attempts(() => ({ outcome: 'retrying', answer: whole })));
           work.push(rest, suspect);
           break;
         }
         await hooks.refused(batch, { code: c.code, message: c.message }, answer);
+        await hooks.attempted(attempts(() => ({ outcome: 'refused', answer: { ...whole, code: c.code, message: c.message } })));
         break;
       }
     }

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
-import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
+import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import type { ConversionReady } from '../../shared/conversion.js';
 import { planFanOut, type FanOutDestination } from './fan-out.js';
 import { connectMeta } from './meta.js';
@@ -49,10 +49,7 @@ describe('several destinations per workspace', () => {
         FORWARDER_LINGER_MS: '0',
         FORWARDER_RETRY_BASE_MS: '200',
         FORWARDER_RETRY_MAX_MS: '400',
-        META_API_BASE: meta.apiBase,
-        META_AUTH_URL: meta.authUrl,
-        META_APP_ID: META_APP.id,
-        META_APP_SECRET: META_APP.secret,
+        ...metaServiceEnv(meta),
       },
     });
   });

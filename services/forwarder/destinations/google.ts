@@ -13,6 +13,7 @@ import { platformLatency } from '../metrics.js';
 import type { BatchGroup } from '../outbox-repo.js';
 import { parseRetryAfter, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
+import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
 export const GOOGLE_BATCH_LIMIT = 2000;
 export const GOOGLE_SCOPE = 'https://www.googleapis.com/auth/datamanager';
@@ -266,6 +267,25 @@ export function googleEvent(record: PlatformEventRecord, setup: Pick<GoogleSetup
   };
 }
 
+/**
+ * Google's match keys (enhanced conversions: a click id, plus hashed e-mail and phone). gclid, gbraid and wbraid
+ * are one click id each (an event carries one at most), so each weighs what a click id weighs.
+ */
+export const GOOGLE_MATCH_WEIGHTS: MatchWeights = { gclid: 6, gbraid: 6, wbraid: 6, email: 3, phone: 1 };
+
+export function googleMatch(event: unknown): MatchScore {
+  const e = (event ?? {}) as Partial<GoogleEvent>;
+  const ids = e.userData?.userIdentifiers ?? [];
+  return scoreMatch(
+    presentKeys({
+      ...(e.adIdentifiers ?? {}),
+      email: ids.flatMap((i) => ('emailAddress' in i ? [i.emailAddress] : [])),
+      phone: ids.flatMap((i) => ('phoneNumber' in i ? [i.phoneNumber] : [])),
+    }),
+    GOOGLE_MATCH_WEIGHTS,
+  );
+}
+
 export interface GoogleRequest {
   readonly body: GoogleIngestBody;
   readonly loginCustomerId?: string;
@@ -298,6 +318,8 @@ export function googleKind(client: GoogleClient, setup: GoogleSetup): Destinatio
       },
       ...(setup.login_customer_id ? { loginCustomerId: setup.login_customer_id } : {}),
     }),
+    payloads: (req) => req.body.events,
+    match: googleMatch,
     send: (accessToken, req) => client.ingest(accessToken, req.body, req.loginCustomerId),
     classify: classifyGoogle,
     // The ingestion answers for the whole request (processing goes on asynchronously): an ok takes every event.

@@ -1,12 +1,13 @@
 /**
  * A destination kind: what the forwarder needs to know of one advertising platform to deliver conversions to it.
  * The sender owns the outbox, the ledger, leases and backoff; a kind only shapes requests, sends them and says
- * what each answer means, for the batch and for each event in it. Kinds: tiktok.ts, meta.ts.
+ * what each answer means, for the batch and for each event in it. Kinds: tiktok.ts, meta.ts, google.ts.
  */
 import type { PlatformEventRecord } from '../../shared/conversion.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformAnswer } from '../platform-client.js';
+import type { MatchScore } from './match-quality.js';
 
 export const DESTINATION_KINDS = ['tiktok', 'meta', 'google'] as const;
 export type DestinationKindName = (typeof DESTINATION_KINDS)[number];
@@ -45,6 +46,10 @@ export interface DestinationKind<Body = unknown> {
   consent(record: PlatformEventRecord): ConsentDecision;
   /** The request body for a batch of one group (records already through `consent`). */
   request(group: BatchGroup, batch: readonly Outgoing[]): Body;
+  /** The events of a request, one per record of its batch and in its order: each event's payload as sent. */
+  payloads(body: Body): readonly unknown[];
+  /** The match keys one payload carries and their score (match-quality.ts). */
+  match(payload: unknown): MatchScore;
   /** Sends one request; resolves to the answer whatever happened (never throws for the platform or network). */
   send(accessToken: string, body: Body): Promise<PlatformAnswer>;
   classify(answer: PlatformAnswer): Classification;

@@ -58,6 +58,7 @@ function recorder(fresh: () => Promise<string | null> = async () => null) {
   const log: string[] = [];
   const ids = (b: Outgoing[]) => b.map((r) => r.eventId).join(',');
   const hooks: DeliveryHooks<Outgoing> = {
+    attempted: async () => {},
     sent: async (b) => void log.push(`sent ${ids(b)}`),
     refused: async (b, r) => void log.push(`refused ${ids(b)} ${r.code} ${r.message}`),
     withheld: async (b, reason) => void log.push(`withheld ${ids(b)} ${reason}`),

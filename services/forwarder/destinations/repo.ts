@@ -16,6 +16,7 @@ import type { ConnectionStatus } from '../connection-repo.js';
 import { conversionLetterEntry, type BatchGroup, type ConversionDeadLetter } from '../outbox-repo.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
+import { markDeliveriesDead } from '../delivery-repo.js';
 
 export interface Destination {
   readonly id: string;
@@ -338,10 +339,11 @@ export class DestinationRepo {
   /** Drops conversions that waited longer than maxAgeMs (a destination never (re)connected); counts per workspace. */
   async expireOld(maxAgeMs: number): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string; kind: DestinationKindName }>(
+      const r = await tx.query<{ workspace_id: string; kind: DestinationKindName; destination_id: string; event_id: string }>(
         `DELETE FROM destination_outbox o USING destinations d
-         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)} RETURNING o.workspace_id, d.kind`,
+         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)} RETURNING o.workspace_id, d.kind, o.destination_id, o.event_id`,
       );
+      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: row.destination_id, eventId: row.event_id })));
       const out = new Map<string, { workspaceId: string; kind: DestinationKindName; n: number }>();
       for (const row of r.rows) {
         const k = `${row.workspace_id}\n${row.kind}`;

@@ -12,6 +12,7 @@ import { destinationConversions, endToEndLatency } from '../metrics.js';
 import { deliverBatch } from './deliver.js';
 import type { DestinationKind } from './kind.js';
 import type { Destination, DestinationRepo, DestinationRow } from './repo.js';
+import type { DeliveryRepo } from '../delivery-repo.js';
 
 export interface DestinationSenderOptions {
   readonly lingerMs: number;
@@ -36,6 +37,7 @@ export interface DestinationSenderDeps {
   /** Renews a destination's access token with its refresh token (kinds with `oauth_refresh`). */
   readonly refresh?: (d: Destination, refreshToken: string) => Promise<RefreshOutcome>;
   readonly destinations: DestinationRepo;
+  readonly deliveries: DeliveryRepo;
   /** The kind that delivers to a destination, or null when this deployment cannot (its app is not configured). */
   readonly kindFor: (d: Destination) => DestinationKind | null;
   readonly logger: Logger;
@@ -193,6 +195,7 @@ export class DestinationSender {
     const log = this.deps.logger.child({ workspace: d.workspaceId, destination: d.id, kind: d.kind });
     const labels = (outcome: string, code: string) => ({ destination: d.kind, outcome, code });
     const outcome = await deliverBatch(kind, group, accessToken, rows, {
+      attempted: (attempts) => this.deps.deliveries.record({ workspaceId: d.workspaceId, destinationId: d.id, kind: d.kind }, attempts),
       sent: async (batch, answer) => {
         await repo.recordSent(d.id, generation, batch, answer.requestId, group.testEventCode);
         destinationConversions.inc(labels('forwarded', codeLabel(answer)), batch.length);

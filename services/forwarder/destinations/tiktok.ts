@@ -8,6 +8,7 @@ import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformClient, TrackBody } from '../platform-client.js';
 import type { DestinationKind, Outgoing } from './kind.js';
 import { halves } from './kind.js';
+import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
 export const TIKTOK_BATCH_LIMIT = 1000;
 
@@ -28,6 +29,17 @@ export function splitRejected<T>(batch: readonly T[], message: string): [T[], T[
   return halves(batch);
 }
 
+/**
+ * TikTok's match keys (its Events API guidance: the click id first, then e-mail, phone and external id; the user
+ * agent helps). The records carry no IP address, so none is scored.
+ */
+export const TIKTOK_MATCH_WEIGHTS: MatchWeights = { ttclid: 4, email: 2.5, phone: 2, external_id: 1, user_agent: 0.5 };
+
+export function tiktokMatch(record: unknown): MatchScore {
+  const u = ((record as { user?: unknown } | null)?.user ?? {}) as Record<string, unknown>;
+  return scoreMatch(presentKeys(u), TIKTOK_MATCH_WEIGHTS);
+}
+
 export function tiktokKind(client: PlatformClient): DestinationKind<TrackBody> {
   return {
     name: 'tiktok',
@@ -35,6 +47,8 @@ export function tiktokKind(client: PlatformClient): DestinationKind<TrackBody> {
     batchLimit: TIKTOK_BATCH_LIMIT,
     consent: (record) => ({ send: true, record }),
     request: trackBody,
+    payloads: (body) => body.data,
+    match: tiktokMatch,
     send: (accessToken, body) => client.track(accessToken, body),
     classify,
     // The events API answers for the whole request: an ok takes every record of it.

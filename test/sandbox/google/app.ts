@@ -268,6 +268,16 @@ export interface RunningGoogleSandbox {
   close(): Promise<void>;
 }
 
+/** The service's Google variables pointing at a running stand-in, with its OAuth client. */
+export const googleServiceEnv = (sandbox: Pick<RunningGoogleSandbox, 'apiBase' | 'authUrl' | 'tokenUrl' | 'revokeUrl'>): Record<string, string> => ({
+  GOOGLE_API_BASE: sandbox.apiBase,
+  GOOGLE_AUTH_URL: sandbox.authUrl,
+  GOOGLE_TOKEN_URL: sandbox.tokenUrl,
+  GOOGLE_REVOKE_URL: sandbox.revokeUrl,
+  GOOGLE_CLIENT_ID: GOOGLE_APP.id,
+  GOOGLE_CLIENT_SECRET: GOOGLE_APP.secret,
+});
+
 export async function startGoogleSandbox(opts: { accessTtlSeconds?: number; now?: () => number } = {}): Promise<RunningGoogleSandbox> {
   const app = await buildGoogleSandbox(opts);
   await app.listen({ port: 0, host: '127.0.0.1' });

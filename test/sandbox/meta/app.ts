@@ -342,6 +342,14 @@ export interface RunningMetaSandbox {
   close(): Promise<void>;
 }
 
+/** The service's Meta variables pointing at a running stand-in, with its app. */
+export const metaServiceEnv = (sandbox: Pick<RunningMetaSandbox, 'apiBase' | 'authUrl'>): Record<string, string> => ({
+  META_API_BASE: sandbox.apiBase,
+  META_AUTH_URL: sandbox.authUrl,
+  META_APP_ID: META_APP.id,
+  META_APP_SECRET: META_APP.secret,
+});
+
 export async function startMetaSandbox(opts: MetaSandboxOptions & { port?: number } = {}): Promise<RunningMetaSandbox> {
   const { port = 0, ...rest } = opts;
   const app = buildMetaSandbox(rest);

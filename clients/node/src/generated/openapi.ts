@@ -3698,6 +3698,416 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/admin/v1/workspaces/{ws}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The workspace's delivery records, newest first: per event and destination, the last attempt's outcome, the platform's answer for that event, the match keys sent and their match quality (0–10, scored before sending). `next` is the cursor of the next page (`?cursor=`), null at the end. */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description A destination id (`tiktok` for the first TikTok one). */
+                    destination?: string;
+                    outcome?: "sent" | "refused" | "retrying" | "dead";
+                    /** @description RFC 3339: deliveries last attempted at or after it. */
+                    from?: string;
+                    /** @description RFC 3339: deliveries last attempted before it (after `from`, else 422). */
+                    to?: string;
+                    /** @description The event id as listed (a live id also finds its `test:` twin). */
+                    event_id?: string;
+                    limit?: number;
+                    /** @description The `next` of the previous page; any other value is a 422. */
+                    cursor?: string;
+                };
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Default Response */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            items?: {
+                                /** @description The ledger id: the event id, `test:`-prefixed for a test-mode conversion. */
+                                event_id?: string;
+                                /** @description `tiktok` (the first TikTok destination) or the destination id */
+                                destination?: string;
+                                /** @enum {string} */
+                                kind?: "tiktok" | "meta" | "google";
+                                /** @enum {string} */
+                                outcome?: "sent" | "refused" | "retrying" | "dead";
+                                attempts?: number;
+                                /** @description The platform's answer for this event: http_status, code, message, request_id */
+                                platform_answer?: {
+                                    [key: string]: unknown;
+                                } | null;
+                                match_keys?: string[];
+                                match_quality?: number;
+                                /** @description The event as the last attempt sent it, in the platform's shape. */
+                                payload?: unknown;
+                                /** Format: date-time */
+                                attempted_at?: string;
+                                /** Format: date-time */
+                                sent_at?: string | null;
+                            }[];
+                            next?: string | null;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{ws}/deliveries/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** @description Sends the dead and refused deliveries again, through their dead letters (under today's setup; the sent ledgers keep anything already sent from going twice): `{"ids": [event ids as listed]}` (every destination's delivery of those events) or the list's filter fields (`outcome` then `dead` or `refused`). At most 1,000 a call. Audited. */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    ws: string;
+                };
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        ids?: string[];
+                        /** @description A destination id (`tiktok` for the first TikTok one). */
+                        destination?: string;
+                        /** @enum {string} */
+                        outcome?: "dead" | "refused";
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339: deliveries last attempted at or after it.
+                         */
+                        from?: string;
+                        /**
+                         * Format: date-time
+                         * @description RFC 3339: deliveries last attempted before it (after `from`, else 422).
+                         */
+                        to?: string;
+                        /** @description The event id as listed (a live id also finds its `test:` twin). */
+                        event_id?: string;
+                    } & (unknown | unknown);
+                };
+            };
+            responses: {
+                /** @description Default Response */
+                202: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            redriven?: number;
+                        };
+                    };
+                };
+                /** @description The request breaks the schema, or is not valid (`detail` names the field). */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Missing, malformed or unknown credentials. */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description No such resource (e.g. an unknown workspace). */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is too large. */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The URL is too long. */
+                414: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description The body is not JSON (Content-Type must be application/json). */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Well-formed, but refused for what it asks (`detail` says why). */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description An unexpected error; nothing was changed. */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+                /** @description Unavailable for now (shutting down, overloaded, or the store is too slow); retry after `Retry-After`. */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/problem+json": {
+                            /** Format: uri */
+                            type: string;
+                            title: string;
+                            status: number;
+                            detail: string;
+                            /** Format: uri-reference */
+                            instance: string;
+                        };
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/admin/v1/workspaces/{ws}/replays": {
         parameters: {
             query?: never;

@@ -1,0 +1,60 @@
+/**
+ * The whole service in this process (embedded default, in memory, listening on loopback) with the TikTok sandbox,
+ * the Meta stand-in and the Google stand-in, every platform's variables pointing at them: the destination tests'
+ * setting.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startService, type RunningService } from '../../services/compose/service.js';
+import { loadConfig } from '../../services/shared/config.js';
+import { silentLogger } from '../../services/shared/logger.js';
+import { googleServiceEnv, startGoogleSandbox, type RunningGoogleSandbox } from '../sandbox/google/app.js';
+import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../sandbox/meta/app.js';
+import { freePort } from '../sandbox/ports.js';
+import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
+import { adminClient, type AdminClient } from './admin-client.js';
+import { sandboxServiceEnv } from './sre-flow.js';
+
+export interface WithStandIns {
+  readonly tiktok: RunningSandbox;
+  readonly meta: RunningMetaSandbox;
+  readonly google: RunningGoogleSandbox;
+  readonly service: RunningService;
+  readonly url: string;
+  readonly admin: AdminClient;
+  close(): Promise<void>;
+}
+
+export async function startWithStandIns(opts: { readonly name: string; readonly pixels: readonly string[] }): Promise<WithStandIns> {
+  const token = `${opts.name}-admin-token`;
+  const tiktok = await startSandbox({ port: 0 });
+  const meta = await startMetaSandbox({ pixels: [...opts.pixels] });
+  const google = await startGoogleSandbox();
+  const port = await freePort();
+  const url = `http://127.0.0.1:${port}`;
+  const config = loadConfig({
+    ...sandboxServiceEnv(tiktok, port),
+    ...metaServiceEnv(meta),
+    ...googleServiceEnv(google),
+    HOST: '127.0.0.1',
+    DATA_DIR: mkdtempSync(join(tmpdir(), `${opts.name}-`)),
+    ADMIN_TOKEN: token,
+    LOG_LEVEL: 'silent',
+    GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
+  });
+  const service = await startService(config, silentLogger, { inMemoryDb: true });
+  await service.app.listen({ port, host: '127.0.0.1' });
+  return {
+    tiktok,
+    meta,
+    google,
+    service,
+    url,
+    admin: adminClient(url, token),
+    async close() {
+      await service.close();
+      await Promise.all([tiktok.close(), meta.close(), google.close()]);
+    },
+  };
+}
