@@ -1,5 +1,5 @@
 /** The dedupe processor on the embedded runtime: outputs, state and offset in one transaction; retention purge. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import { silentLogger } from '../shared/logger.js';
@@ -124,12 +124,13 @@ describe('dedupe on the embedded runner', () => {
     await db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES ('dedupe', 'ancient', '{}', now() - interval '9 days')`);
     const runner = new EmbeddedStageRunner(db, log, proc, { logger: silentLogger, idleWaitMs: 20 });
     await runner.start();
-    for (let i = 0; i < 100; i++) {
-      const r = await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'");
-      if (r.rows.length === 0) break;
-      await new Promise((res) => setTimeout(res, 20));
+    try {
+      await vi.waitFor(
+        async () => expect((await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'")).rows).toHaveLength(0),
+        { timeout: 30_000, interval: 20 },
+      );
+    } finally {
+      await runner.stop();
     }
-    await runner.stop();
-    expect((await db.query("SELECT 1 FROM state_store WHERE store = 'dedupe' AND key = 'ancient'")).rows).toHaveLength(0);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { silentLogger } from '../shared/logger.js';
 import { BackgroundLoop, MAX_FAILURE_PAUSE_MS, MIN_GAP_MS, nextPauseMs } from './loop.js';
 
@@ -17,13 +17,16 @@ describe('nextPauseMs', () => {
 });
 
 describe('BackgroundLoop', () => {
-  it('never spins: a body that fails and wakes itself runs a handful of times, and timers keep firing', async () => {
-    let runs = 0;
+  /** Gaps between consecutive run times. */
+  const gaps = (at: readonly number[]): number[] => at.slice(1).map((t, i) => t - at[i]!);
+
+  it('never spins: a body that fails and wakes itself waits a growing pause, and timers keep firing', async () => {
+    const at: number[] = [];
     const loop: BackgroundLoop = new BackgroundLoop(
       'failing',
       10,
       async () => {
-        runs++;
+        at.push(performance.now());
         loop.wake(); // what the sender did after every failed drain
         throw new Error('credentials do not open');
       },
@@ -32,22 +35,25 @@ describe('BackgroundLoop', () => {
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);
     loop.start();
-    await new Promise((r) => setTimeout(r, 400));
-    clearInterval(timer);
-    await loop.stop();
-    // 10, 20, 40, 80, 160 ms pauses: at most 6 runs in 400 ms (a busy loop made millions and starved the timer).
-    expect(runs).toBeGreaterThanOrEqual(2);
-    expect(runs).toBeLessThanOrEqual(6);
-    expect(ticks).toBeGreaterThan(10);
+    try {
+      await vi.waitFor(() => expect(at.length).toBeGreaterThanOrEqual(4), { timeout: 10_000, interval: 10 });
+    } finally {
+      clearInterval(timer);
+      await loop.stop();
+    }
+    // Each pause at least the backoff after that many failures (a busy loop ran back to back and starved the timer);
+    // a slow machine only makes the gaps longer. 1 ms of slack for the clocks' rounding.
+    gaps(at).forEach((gap, i) => expect(gap).toBeGreaterThanOrEqual(nextPauseMs(10, i + 1, true) - 1));
+    expect(ticks).toBeGreaterThan(0);
   });
 
   it('a woken healthy body waits the floor on a timer, so timers and sockets get their turn', async () => {
-    let runs = 0;
+    const at: number[] = [];
     const loop: BackgroundLoop = new BackgroundLoop(
       'busy',
       1_000,
       async () => {
-        runs++;
+        at.push(performance.now());
         loop.wake();
       },
       silentLogger,
@@ -55,19 +61,36 @@ describe('BackgroundLoop', () => {
     let ticks = 0;
     const timer = setInterval(() => ticks++, 10);
     loop.start();
-    await new Promise((r) => setTimeout(r, 300));
-    clearInterval(timer);
-    await loop.stop();
-    expect(runs).toBeLessThanOrEqual(300 / MIN_GAP_MS + 1);
-    expect(ticks).toBeGreaterThan(10);
+    try {
+      // Timers keep firing while the body wakes itself after every run.
+      await vi.waitFor(() => expect(ticks).toBeGreaterThanOrEqual(10), { timeout: 10_000, interval: 10 });
+    } finally {
+      clearInterval(timer);
+      await loop.stop();
+    }
+    expect(at.length).toBeGreaterThanOrEqual(2);
+    for (const gap of gaps(at)) expect(gap).toBeGreaterThanOrEqual(MIN_GAP_MS - 1);
   });
 
   it('stop() ends a long failure pause at once', async () => {
-    const loop = new BackgroundLoop('stopper', 10_000, async () => Promise.reject(new Error('down')), silentLogger);
+    let failed!: () => void;
+    const failure = new Promise<void>((r) => (failed = r));
+    const loop = new BackgroundLoop(
+      'stopper',
+      10_000,
+      async () => {
+        failed();
+        throw new Error('down');
+      },
+      silentLogger,
+    );
     loop.start();
-    await new Promise((r) => setTimeout(r, 20));
+    await failure;
+    // One turn of the event loop: the failure is handled and the 20 s pause has begun.
+    await new Promise((r) => setImmediate(r));
     const t0 = Date.now();
     await loop.stop();
-    expect(Date.now() - t0).toBeLessThan(1_000);
+    // Far below the 20 s pause: stop() cut it short.
+    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 });

@@ -237,8 +237,8 @@ describe('ForwardSender', () => {
     const slowDrain = sender()
       .drain(slow)
       .finally(() => (slowDone = true));
-    await eventually('the slow call is out', async () => (await rig.db.query(`SELECT 1 FROM connections WHERE workspace_id = $1 AND send_lease_owner IS NOT NULL`, [slow])).rows.length > 0);
-    await new Promise((r) => setTimeout(r, 100));
+    // The platform holds the slow call in its delay: it is on the wire, unanswered.
+    await eventually('the slow call is out', async () => ((await sandboxControl(rig.sandbox, '/delayed')).delayed.events ?? 0) > 0);
     await rig.append([f]);
     await intake().drain();
     await sender().drain(fast);

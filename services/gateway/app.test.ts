@@ -2,7 +2,7 @@
  * The ingestion interface through the real app (in-memory embedded store, real log, limiter and key verifier):
  * answers and error formats of both endpoints, auth, the version header, limits, and a robustness block.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, serverEvent, sha256, webEvent } from '../../test/helpers/factories.js';
 import { ADMIN, buildTestApp, topicRows, type TestApp } from '../../test/helpers/in-process.js';
 import { inOneWindow } from '../../test/helpers/rate-window.js';
@@ -12,6 +12,7 @@ import { buildApp } from '../compose/app.js';
 import { silentLogger } from '../shared/logger.js';
 import { ApiKeyVerifier, CACHE_TTL_MS } from './auth/api-key-verifier.js';
 import { createRateLimiter } from './rate-limit.js';
+import { LIMITS } from './validation/limits.js';
 
 let t: TestApp;
 let key: string;
@@ -278,10 +279,11 @@ describe('authentication', () => {
         }
       };
       const [a, b] = await Promise.all([refusedAfter(t.app), refusedAfter(second)]);
-      // 2 s is the cache time; slack for a loaded machine's scheduling, far below the contract's 5 s.
+      // 2 s is the cache time; the test holds each replica to the contract's 5 s, which leaves a loaded machine
+      // its scheduling slack (how fast it is beyond that is a benchmark's question).
       expect(CACHE_TTL_MS).toBe(2_000);
-      expect(a).toBeLessThanOrEqual(CACHE_TTL_MS + 500);
-      expect(b).toBeLessThanOrEqual(CACHE_TTL_MS + 500);
+      expect(a).toBeLessThan(5_000);
+      expect(b).toBeLessThan(5_000);
     } finally {
       await second.close();
       limits.close();
@@ -352,15 +354,16 @@ describe('rate limits by plan', () => {
       expect(patch.statusCode).toBe(200);
       expect(patch.json().plan).toBe('big');
       // The plan is read with the key (cached up to CACHE_TTL_MS): wait until the new plan shows, not a fixed time.
-      const deadline = Date.now() + CACHE_TTL_MS + 5_000;
-      while ((await small.app.inject({
-        method: 'POST',
-        url: '/v1/events',
-        headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
-        payload: JSON.stringify([webEvent()]),
-      })).headers['ratelimit-policy'] !== '1000;w=1;burst=1000' && Date.now() < deadline) {
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await vi.waitFor(
+        async () =>
+          expect((await small.app.inject({
+            method: 'POST',
+            url: '/v1/events',
+            headers: { authorization: `Bearer ${ws.key}`, 'content-type': 'application/json' },
+            payload: JSON.stringify([webEvent()]),
+          })).headers['ratelimit-policy']).toBe('1000;w=1;burst=1000'),
+        { timeout: CACHE_TTL_MS + 10_000, interval: 50 },
+      );
       const statuses = await Promise.all(
         Array.from({ length: 6 }, () =>
           small.app.inject({
@@ -404,17 +407,18 @@ describe('limits', () => {
     const send = () => postA([webEvent()], { authorization: `Bearer ${k.key}` });
     expect((await send()).statusCode).toBe(202);
     const before = (await rawEnvelopes()).length;
-    // Hold the store busy for longer than the 1.5 s deadline: the append queues behind it and expires.
-    const busy = t.db.transaction(() => new Promise<void>((r) => setTimeout(r, 2_500)));
+    // Hold the store busy until the answer is in: the append queues behind it and expires at the deadline.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const busy = t.db.transaction(() => held);
     const started = Date.now();
-    const res = await send();
+    const res = await send().finally(() => release());
     const elapsed = Date.now() - started;
     await busy;
     expectProblem(res, 503, 'service-unavailable');
     expect(res.headers['retry-after']).toBe('1');
-    // At the deadline, not before; slack above it for a loaded machine (the store stays busy until 2.5 s).
-    expect(elapsed).toBeGreaterThanOrEqual(1_400);
-    expect(elapsed).toBeLessThan(2_400);
+    // At the deadline, not before (a slow machine only answers later; the store was held all along).
+    expect(elapsed).toBeGreaterThanOrEqual(LIMITS.requestDeadlineMs - 100);
     // The queued append was dropped unwritten: a later request's append (behind it in the queue) is there, it is not.
     const after = await send();
     expect(after.statusCode).toBe(202);

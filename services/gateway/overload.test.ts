@@ -2,12 +2,15 @@
  * Issue 14, finding 4: overload is shed inside the deadline, the deadline runs from the first byte, and a slow
  * body gets 408. Real sockets against the in-process app (real store and log).
  */
-import { Agent, request as httpRequest } from 'node:http';
+import { Agent, request as httpRequest, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { buildTestApp, type TestApp } from '../../test/helpers/in-process.js';
 import { AdaptiveLimit, inFlightRequests, SHED_HOLD_MS, shedHeld } from './overload.js';
+import { LIMITS } from './validation/limits.js';
+
+const DEADLINE_MS = LIMITS.requestDeadlineMs;
 
 // One app per configuration, shared by the tests that use it (building one takes seconds on a loaded machine).
 const apps = new Map<string, Promise<{ t: TestApp; base: URL; key: string }>>();
@@ -111,13 +114,16 @@ describe('a client that hangs up', () => {
     // Another transaction holds the store (as a stage's batch would): the request's append waits behind it.
     const holder = t.db.transaction(async () => gate);
     try {
+      // The server's side of the request: its body read to the end means the request is complete.
+      const bodyIn = new Promise<ServerResponse>((resolve) => t.app.server.once('request', (req, res) => req.once('end', () => resolve(res))));
       const left = rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()]));
       left.answer.catch(() => undefined);
-      await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(1), { timeout: 2_000, interval: 5 });
-      // Its body is in (a few hundred bytes) and it waits for the store; the client hangs up.
-      await new Promise((r) => setTimeout(r, 50));
+      const res = await bodyIn;
+      await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(1), { timeout: 10_000, interval: 5 });
+      // Its body is in and it waits for the store; the client hangs up, and the server sees it before the store frees.
+      const hungUp = new Promise((r) => res.once('close', r));
       left.socket.destroy();
-      await new Promise((r) => setTimeout(r, 50));
+      await hungUp;
     } finally {
       open();
       await holder;
@@ -159,25 +165,29 @@ describe('a client that ignores Retry-After', () => {
     const heldBefore = (await shedHeld.get()).values[0]?.value ?? 0;
     try {
       const held = await occupy();
+      // Whether an answer was held is read from the shed_held counter, not from answer times (a loaded machine
+      // stretches those); the held one's time has a lower bound only, which slowness cannot break.
+      const heldCount = async (): Promise<number> => ((await shedHeld.get()).values[0]?.value ?? 0) - heldBefore;
       const first = await post(agent, base, key);
       expect(first.status).toBe(503);
-      expect(first.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      expect(await heldCount()).toBe(0);
       const again = await post(agent, base, key);
       expect(again).toMatchObject({ status: 503, reused: true });
       expect(again.tookMs).toBeGreaterThanOrEqual(SHED_HOLD_MS - 10);
-      expect((await shedHeld.get()).values[0]?.value).toBe(heldBefore + 1);
+      expect(await heldCount()).toBe(1);
       // Another connection is not held.
       const other = await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer;
       expect(other.status).toBe(503);
-      expect(other.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      expect(await heldCount()).toBe(1);
       held.rest();
       expect((await held.answer).status).toBe(202);
-      // The same connection after the Retry-After (1 s) is answered at once.
+      // The same connection after the Retry-After (1 s) is answered at once. The wait is what is under test: a
+      // client that honoured Retry-After.
       await new Promise((r) => setTimeout(r, 1_050));
       const heldAgain = await occupy();
       const patient = await post(agent, base, key);
       expect(patient).toMatchObject({ status: 503, reused: true });
-      expect(patient.tookMs).toBeLessThan(SHED_HOLD_MS - 100);
+      expect(await heldCount()).toBe(1);
       heldAgain.rest();
       expect((await heldAgain.answer).status).toBe(202);
     } finally {
@@ -195,7 +205,8 @@ describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
     await vi.waitFor(async () => expect((await inFlightRequests.get()).values[0]?.value).toBe(2), { timeout: 1_000, interval: 5 });
     const shed = await rawRequest(base, path, key, body()).answer;
     expect(shed.status).toBe(503);
-    expect(shed.tookMs).toBeLessThan(500);
+    // Shed, not left to the deadline (that would be a 408 at DEADLINE_MS).
+    expect(shed.tookMs).toBeLessThan(DEADLINE_MS);
     expect(shed.headers).toMatch(/\r\nretry-after: 1\r\n/i);
     const doc = JSON.parse(shed.body);
     if (format === 'problem') expect(doc.type).toBe('http://ingest.test/problems/overloaded');
@@ -211,8 +222,9 @@ describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
     const answers = await Promise.all(slow.map((s) => s.answer));
     for (const a of answers) {
       expect(a.status).toBe(408);
-      expect(a.tookMs).toBeGreaterThan(1_400);
-      expect(a.tookMs).toBeLessThan(3_000);
+      // At the deadline, never before; the upper bound only says it was the deadline that answered, on a slow machine.
+      expect(a.tookMs).toBeGreaterThan(DEADLINE_MS - 100);
+      expect(a.tookMs).toBeLessThan(DEADLINE_MS + 10_000);
       expect(a.headers).toMatch(/\r\nconnection: close\r\n/i);
       const doc = JSON.parse(a.body);
       if (format === 'problem') expect(doc.type).toBe('http://ingest.test/problems/request-timeout');
@@ -222,7 +234,8 @@ describe.each(ENDPOINTS)('endpoint %s (%s)', (_n, path, body, format) => {
 
   it('the deadline runs from the first byte: headers that took the whole budget get 408', async () => {
     const { base, key } = await start();
-    const late = await rawRequest(base, path, key, body(), { delayHeadMs: 1_700 }).answer;
+    // The delay is what is under test: the rest of the headers come after the deadline that started at the first byte.
+    const late = await rawRequest(base, path, key, body(), { delayHeadMs: DEADLINE_MS + 200 }).answer;
     expect(late.status).toBe(408);
     const quick = await rawRequest(base, path, key, body(), { delayHeadMs: 100 }).answer;
     expect(quick.status).toBeLessThan(300);
@@ -243,39 +256,35 @@ describe('event-loop pressure (@fastify/under-pressure)', () => {
         await new Promise((r) => setImmediate(r));
       }
     })();
-    await new Promise((r) => setTimeout(r, 400));
-    // The delay is sampled every 100 ms: a request that lands right after a calm sample is still served, so ask a
-    // few times while the loop lags (a service that never sheds fails here).
-    let shed!: Response;
-    for (let i = 0; i < 20; i++) {
-      shed = await fetch(new URL('/v1/events', base), {
+    const post = () =>
+      fetch(new URL('/v1/events', base), {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
         body: JSON.stringify([webEvent()]),
       });
-      if (shed.status === 503) break;
-      await new Promise((r) => setTimeout(r, 150));
+    // The delay is sampled every 100 ms: a request that lands right after a calm sample is still served, so ask
+    // until one is shed while the loop lags (a service that never sheds fails here).
+    let shed!: Response;
+    let health!: Response;
+    try {
+      await vi.waitFor(
+        async () => {
+          shed = await post();
+          expect(shed.status).toBe(503);
+        },
+        { timeout: 15_000, interval: 50 },
+      );
+      // Never health: asked while the loop still lags.
+      health = await fetch(new URL('/healthz', base));
+    } finally {
+      spinning = false;
+      await spin;
     }
-    const health = await fetch(new URL('/healthz', base));
-    spinning = false;
-    await spin;
-    expect(shed.status).toBe(503);
     expect(shed.headers.get('retry-after')).toBe('1');
     expect((await shed.json()).type).toBe('http://ingest.test/problems/overloaded');
     expect(health.status).toBe(200);
     // Calm again: accepted (the next samples show no lag; a loaded machine may need a few).
-    let status = 0;
-    for (let i = 0; i < 50 && status !== 202; i++) {
-      await new Promise((r) => setTimeout(r, 200));
-      status = (
-        await fetch(new URL('/v1/events', base), {
-          method: 'POST',
-          headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
-          body: JSON.stringify([webEvent()]),
-        })
-      ).status;
-    }
-    expect(status).toBe(202);
+    await vi.waitFor(async () => expect((await post()).status).toBe(202), { timeout: 15_000, interval: 100 });
   });
 });
 

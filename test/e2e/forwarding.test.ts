@@ -84,6 +84,10 @@ async function receivedCount(ids: readonly string[]): Promise<Map<string, number
 }
 async function deliveredOnce(ids: readonly string[], timeoutMs = 10_000): Promise<void> {
   await eventually(`${ids.length} conversions delivered`, async () => [...(await receivedCount(ids)).values()].every((n) => n >= 1), timeoutMs);
+  // Once each: checked when none of them is left in the outbox (a row leaves it with the platform's answer), so a
+  // second send, were there one, has happened by then.
+  await eventually(`${ids.length} conversions out of the outbox`, async () =>
+    (await service.db.query<{ n: number }>('SELECT count(*)::int AS n FROM forward_outbox WHERE event_id = ANY($1::text[])', [ids])).rows[0]!.n === 0, timeoutMs);
   expect([...(await receivedCount(ids)).values()].every((n) => n === 1)).toBe(true);
 }
 async function connection(ws: string): Promise<Record<string, any>> {
@@ -225,16 +229,22 @@ describe('keeping it fresh', () => {
     racer.start();
     const callsBefore = (await sandboxControl(sandbox, '/calls')).calls.length;
 
-    // Over three token lifetimes, forwarding never meets an expired token.
+    // Over three token lifetimes, forwarding never meets an expired token: a conversion sent in each lifetime, the
+    // next one once the token has been refreshed again (a marker, not a guess at the 3 s lifetime).
+    const callsSince = async () => (await sandboxControl(sandbox, '/calls')).calls.slice(callsBefore) as Array<{ endpoint: string; code: number }>;
     const ids: string[] = [];
-    for (let i = 0; i < 9; i++) {
+    for (let lifetime = 1; lifetime <= 3; lifetime++) {
       const c = conversion(ws);
       ids.push(c.event_id);
       await append([c]);
-      await new Promise((r) => setTimeout(r, 1_000));
+      await deliveredOnce([c.event_id]);
+      await eventually(`refresh ${lifetime}`, async () => (await callsSince()).filter((x) => x.endpoint === 'refresh').length >= lifetime, 20_000);
     }
+    const last = conversion(ws);
+    ids.push(last.event_id);
+    await append([last]);
     await deliveredOnce(ids);
-    const calls = (await sandboxControl(sandbox, '/calls')).calls.slice(callsBefore) as Array<{ endpoint: string; code: number }>;
+    const calls = await callsSince();
     const refreshes = calls.filter((c) => c.endpoint === 'refresh');
     expect(refreshes.length).toBeGreaterThanOrEqual(3);
     expect(refreshes.every((c) => c.code === 0)).toBe(true); // no rotated token replayed by the loser of a race

@@ -23,6 +23,7 @@ export function postInPieces(url: string, headers: Record<string, string>, body:
     void (async () => {
       for (let at = 0; at < body.length && !req.destroyed; at += 256 * 1024) {
         if (!req.write(body.subarray(at, at + 256 * 1024))) await new Promise((r) => req.once('drain', r));
+        // The pace is what is under test: a client on a slow link, still writing when the answer comes.
         await new Promise((r) => setTimeout(r, 5));
       }
       req.end();

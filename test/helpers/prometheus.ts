@@ -20,6 +20,11 @@ export interface RunningPrometheus {
   readonly url: string;
   /** An instant query; throws when Prometheus refuses it (a parse error names the expression). */
   query(expr: string): Promise<Array<{ metric: Record<string, string>; value: [number, string] }>>;
+  /**
+   * Waits until every target has been scraped twice after `sinceMs` (a rate needs two samples of a new series) and
+   * every rule group evaluated after that: the queries then see everything that happened before `sinceMs`.
+   */
+  settledSince(sinceMs: number, timeoutMs?: number): Promise<void>;
   output(): string;
   stop(): Promise<void>;
 }
@@ -80,6 +85,28 @@ export async function startPrometheus(targets: readonly string[]): Promise<Runni
       if (body.status !== 'success') throw new Error(`prometheus refused ${expr}: ${body.error}`);
       const result = body.data!.result;
       return Array.isArray(result) ? (result as Array<{ metric: Record<string, string>; value: [number, string] }>) : [];
+    },
+    async settledSince(sinceMs, timeoutMs = 30_000) {
+      const api = async <T>(path: string): Promise<T> => ((await (await fetch(`${url}${path}`)).json()) as { data: T }).data;
+      const lastScrape = async (): Promise<number> => {
+        const { activeTargets } = await api<{ activeTargets: Array<{ lastScrape: string }> }>('/api/v1/targets');
+        return activeTargets.length === 0 ? 0 : Math.min(...activeTargets.map((t) => Date.parse(t.lastScrape)));
+      };
+      const deadline = Date.now() + timeoutMs;
+      const until = async (what: string, done: () => Promise<boolean>): Promise<void> => {
+        while (!(await done())) {
+          if (Date.now() > deadline) throw new Error(`prometheus: timed out after ${timeoutMs} ms waiting for ${what}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      };
+      let first = 0;
+      await until('a scrape', async () => (first = await lastScrape()) > sinceMs);
+      let second = 0;
+      await until('a second scrape', async () => (second = await lastScrape()) > first);
+      await until('the rules evaluated', async () => {
+        const { groups } = await api<{ groups: Array<{ lastEvaluation: string }> }>('/api/v1/rules');
+        return groups.every((g) => Date.parse(g.lastEvaluation) > second);
+      });
     },
     output: () => out,
     async stop() {

@@ -17,7 +17,13 @@ import { webEvent, type WebEvent } from './factories.js';
 import { connectLikeABrowser } from '../sandbox/connect.js';
 import { expect } from 'vitest';
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+/**
+ * Waits until the clock has passed `ms`. The service (in this process) stamps received_at in whole milliseconds at
+ * or before the answer: after this, a new timestamp is later than every event answered by `ms`.
+ */
+async function clockPast(ms: number): Promise<void> {
+  while (Date.now() <= ms) await new Promise((r) => setImmediate(r));
+}
 
 export interface ServiceWithSandbox {
   readonly sandbox: RunningSandbox;
@@ -107,15 +113,16 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
       const a = await connectedWorkspace('export-a');
       const b = await connectedWorkspace('export-b');
       await send(a.key, [webEvent()]); // before the range
-      await sleep(20);
-      const from = new Date(Date.now() - 1).toISOString();
+      await clockPast(Date.now());
+      const from = new Date().toISOString();
       const inRange = Array.from({ length: n }, (_, i) => (i === 1 ? webEvent({ event_name: 'page_view' }) : webEvent()));
       await send(a.key, inRange.slice(0, 2));
       await send(b.key, [webEvent(), webEvent()]);
       await send(a.key, inRange.slice(2));
-      await sleep(20);
-      const to = new Date().toISOString();
-      await sleep(20);
+      await clockPast(Date.now());
+      const toMs = Date.now();
+      const to = new Date(toMs).toISOString();
+      await clockPast(toMs);
       await send(a.key, [webEvent()]); // after the range
       return { a, from, to, inRange };
     },

@@ -95,7 +95,7 @@ export async function runSreFlow(serviceUrl: string, sandbox: RunningSandbox, pr
     timeoutMs,
   );
   // Two more scrapes (a rate needs two samples of a new series) and rule evaluations after the last change.
-  await new Promise((r) => setTimeout(r, 3_000));
+  await prom.settledSince(Date.now(), timeoutMs);
   return { workspace, key, forwardedRequestId: second.body.request_id as string };
 }
 

@@ -11,13 +11,14 @@ import { receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.
 import type { ConversionReady } from '../../services/shared/conversion.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
-import { Topics } from '../../services/shared/topics.js';
+import { Topics, type TopicName } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';
 import { allGranted, serverEvent, sha256, webEvent } from '../helpers/factories.js';
 import { freshDatabase, infraEnv, kafkaKit, tally, uniqueId, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN, type ServiceProcess } from '../helpers/service-process.js';
 import { killAll, startKafkaService } from './fixtures/processes.js';
 import { newBrowser } from '../helpers/browser.js';
+import { outboxEmptied } from '../helpers/outbox.js';
 
 let kit: KafkaKit;
 let database: Awaited<ReturnType<typeof freshDatabase>>;
@@ -25,6 +26,18 @@ let sandbox: RunningSandbox;
 let prefix: string;
 let extra: Record<string, string>;
 let fromReady: Map<number, bigint>;
+let fromRaw: Map<number, bigint>;
+let fromDeduped: Map<number, bigint>;
+
+/**
+ * Per partition, the offset after the last record written since `from`: what a group that has read everything has
+ * committed. Not the topic's end, which on a transactional topic is past the last commit marker, never committed.
+ */
+async function pastLastRecords(topic: TopicName, from: ReadonlyMap<number, bigint>): Promise<Map<number, bigint>> {
+  const upTo = new Map<number, bigint>();
+  for (const r of await kit.read(topic, from)) if (r.offset + 1n > (upTo.get(r.partition) ?? 0n)) upTo.set(r.partition, r.offset + 1n);
+  return upTo;
+}
 
 beforeAll(async () => {
   kit = await kafkaKit(infraEnv());
@@ -32,6 +45,8 @@ beforeAll(async () => {
   sandbox = await startSandbox({ port: 0 });
   prefix = `${kit.groupPrefix}e2e-`;
   fromReady = await kit.ends(Topics.conversionsReady);
+  fromRaw = await kit.ends(Topics.eventsRaw);
+  fromDeduped = await kit.ends(Topics.eventsDeduped);
   await kit.startGroupsAtEnd([
     { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
     { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
@@ -149,8 +164,14 @@ describe('HTTP in, the platform sandbox out, on Kafka', () => {
       90_000,
       250,
     );
-    // Anything sent twice would arrive within the forwarder's linger and retry delays: give it a moment.
-    await new Promise((r) => setTimeout(r, 2_000));
+    // Before "nothing twice": every stage has read all it was given (its group committed to the topic's end, taken
+    // after the stage before it finished), and the forwarder has an answer for everything it sent (the outbox is
+    // empty: a row leaves it with the platform's answer, so a resend, were there one, has arrived by then).
+    for (const [stage, topic, from] of [['dedupe', Topics.eventsRaw, fromRaw], ['enrich', Topics.eventsDeduped, fromDeduped], ['forwarder', Topics.conversionsReady, fromReady]] as const) {
+      const upTo = await pastLastRecords(topic, from);
+      await waitFor(`${stage} read ${topic} to its end`, () => kit.drained(`${prefix}${stage}`, topic, upTo), 60_000, 250);
+    }
+    await outboxEmptied(database.db, ws, 60_000);
 
     // The pipeline up to the platform: one conversion per event_id on conversions.ready (this deployment's enrich).
     const ready = (await kit.read<ConversionReady>(Topics.conversionsReady, fromReady)).filter(

@@ -42,12 +42,15 @@ async function onRaw(ws: string, from: ReadonlyMap<number, bigint>): Promise<Arr
   return (await kit.read<EventEnvelope>(Topics.eventsRaw, from)).filter((r) => r.value.workspace_id === ws);
 }
 
+/** A deadline no loaded machine misses, for appends that are meant to succeed. */
+const ROOMY_MS = 30_000;
+
 describe('KafkaEventLog', () => {
   it('resolves after the broker acknowledged; the records are on events.raw as appended, keyed workspace:key', async () => {
     const ws = uniqueId('ws_log');
     const from = await kit.ends(Topics.eventsRaw);
     const list = envelopes(ws, ['a', 'b', 'c']);
-    await log.append(Topics.eventsRaw, list.map(keyed), Date.now() + 1_500);
+    await log.append(Topics.eventsRaw, list.map(keyed), Date.now() + ROOMY_MS);
     const raw = await onRaw(ws, from);
     expect(raw.map((r) => r.key).sort()).toEqual([`${ws}:a`, `${ws}:b`, `${ws}:c`]);
     for (const r of raw) expect(r.value).toStrictEqual(list.find((e) => `${ws}:${e.idempotency_key}` === r.key));
@@ -58,7 +61,7 @@ describe('KafkaEventLog', () => {
     const from = await kit.ends(Topics.eventsRaw);
     const before = await sends();
     const list = envelopes(ws, Array.from({ length: 200 }, (_, i) => `k${i % 100}`));
-    await Promise.all(list.map((e) => log.append(Topics.eventsRaw, [keyed(e)], Date.now() + 1_500)));
+    await Promise.all(list.map((e) => log.append(Topics.eventsRaw, [keyed(e)], Date.now() + ROOMY_MS)));
     expect((await sends()) - before).toBeLessThan(40);
     const raw = await onRaw(ws, from);
     expect(raw).toHaveLength(200);
@@ -70,11 +73,12 @@ describe('KafkaEventLog', () => {
   it('rejects an append whose deadline passed before it was sent, and never writes it', async () => {
     const ws = uniqueId('ws_late');
     const from = await kit.ends(Topics.eventsRaw);
-    // A linger longer than the deadline: the append is still queued when its deadline passes.
-    const slow = new KafkaEventLog(kit.connection, kit.serde, kit.admin, silentLogger, { lingerMs: 300 });
+    // A linger far longer than the deadline: the append is still queued when its deadline passes, however slow the
+    // machine is to get there.
+    const slow = new KafkaEventLog(kit.connection, kit.serde, kit.admin, silentLogger, { lingerMs: 3_000 });
     const late = slow.append(Topics.eventsRaw, envelopes(ws, ['late']).map(keyed), Date.now() + 50);
     await expect(late).rejects.toBeInstanceOf(NotDurableError);
-    await slow.append(Topics.eventsRaw, envelopes(ws, ['after']).map(keyed), Date.now() + 1_500);
+    await slow.append(Topics.eventsRaw, envelopes(ws, ['after']).map(keyed), Date.now() + ROOMY_MS);
     await slow.close();
     expect((await onRaw(ws, from)).map((r) => r.value.idempotency_key)).toEqual(['after']);
   });
@@ -91,7 +95,8 @@ describe('bad input and an unreachable broker', () => {
     const unreachable = new KafkaEventLog(dead, kit.serde, admin, silentLogger);
     const started = Date.now();
     await expect(unreachable.append(Topics.eventsRaw, envelopes('ws_dead', ['x']).map(keyed), Date.now() + 1_500)).rejects.toBeInstanceOf(NotDurableError);
-    expect(Date.now() - started).toBeLessThan(1_700);
+    // Answered by the deadline, not by the client's own connection retries; the slack is for a loaded machine.
+    expect(Date.now() - started).toBeLessThan(1_500 + 3_000);
     expect(await unreachable.healthy()).toBe(false);
     await unreachable.close();
     await admin.close();

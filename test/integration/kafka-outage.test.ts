@@ -76,6 +76,7 @@ describe('the broker down for 20 s', () => {
           status = 0;
         }
         attempts.push({ key, sentAt, answeredAt: Date.now(), status });
+        // The senders' pace (traffic, not a wait): a 503 comes back at once, and three senders must not spin on it.
         await new Promise((r) => setTimeout(r, 20));
       }
     };
@@ -91,6 +92,7 @@ describe('the broker down for 20 s', () => {
         const metrics = await fetch(svc.metricsUrl).then((m) => m.text()).catch(() => '');
         const up = /^dependency_up\{dependency="kafka"\} (\d+)$/m.exec(metrics);
         if (up) kafkaUp.push({ at: Date.now(), value: Number(up[1]) });
+        // The sampling period of the probe (not a wait for anything).
         await new Promise((r) => setTimeout(r, 250));
       }
     };
@@ -100,10 +102,19 @@ describe('the broker down for 20 s', () => {
     const stopBegan = Date.now();
     await broker.stop();
     const down = Date.now();
+    // The outage's length is what is under test: the broker stays down OUTAGE_MS while the senders keep posting.
     await new Promise((r) => setTimeout(r, OUTAGE_MS - (down - stopBegan)));
     const startBegan = Date.now();
     await broker.start();
     await waitFor('events accepted after the outage', async () => attempts.filter((a) => a.status === 202 && a.sentAt > startBegan).length >= 30, 60_000);
+    // Ready again within a bound: the first accepted events can come before the readiness probe (and the metrics'
+    // dependency probe) has seen the broker back, so the last sample is read once they have.
+    const readyAgain = (samples: ReadonlyArray<{ at: number; status: number }>) => samples.some((r) => r.at > startBegan && r.status === 200) && samples.at(-1)!.status === 200;
+    await waitFor(
+      '/readyz 200 on both ports and dependency_up 1 after the broker came back',
+      async () => readyAgain(readiness) && readyAgain(metricsReadiness) && kafkaUp.at(-1)?.value === 1,
+      30_000,
+    );
     posting = false;
     await Promise.all(loops);
 

@@ -12,6 +12,7 @@ import { adminClient } from '../helpers/admin-client.js';
 import { newBrowser } from '../helpers/browser.js';
 import { webEvent } from '../helpers/factories.js';
 import { receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
+import { outboxEmptied } from '../helpers/outbox.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';
 import { TEST_ADMIN_TOKEN } from '../helpers/service-process.js';
 import { SETUP } from '../helpers/workspaces.js';
@@ -98,7 +99,8 @@ describe('replay on Kafka', () => {
 
     const second = await replay();
     expect(second).toMatchObject({ status: 'done', events_read: 13, conversions_sent: 0, skipped_already_sent: 12 });
-    await new Promise((res) => setTimeout(res, 500));
+    // The replay has ended and the outbox is empty: whatever either replay queued has been answered.
+    await outboxEmptied(database.db, ws);
     expect((await receivedBySandbox(sandbox)).filter((e) => ids.has(e.event_id))).toHaveLength(12);
 
     // The live enrich group never moved for the replays (nothing new arrived for it), and no reader group is left.

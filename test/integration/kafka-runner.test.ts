@@ -267,6 +267,7 @@ describe('failures inside a stage (in-process runner)', () => {
     await runner.start();
     await produce(old);
     await waitFor('the first keys are stored', await drainedNow(groupId), 60_000, 200);
+    // The wait is what is under test: the stored entries age past the retention.
     await new Promise((r) => setTimeout(r, retentionMs + 200));
     // Later records on every partition make each partition's next transaction evict what expired there.
     await produce(envelopes(ws, Array.from({ length: 60 }, (_, i) => `later${i}`)));

@@ -55,6 +55,19 @@ async function send(svc: ServiceProcess, apiKey: string, req: { path: string; bo
   }
 }
 
+/**
+ * Sends a request until the service takes it: right after a restart the stages' catch-up can hold the store past a
+ * request's deadline, and the 503 then says to come again after Retry-After (1 s), as a client does.
+ */
+async function sendUntilTaken(svc: ServiceProcess, apiKey: string, req: { path: string; body: unknown; headers: Record<string, string> }): Promise<number | 'no-answer'> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const status = await send(svc, apiKey, req);
+    if (status !== 503 || Date.now() > deadline) return status;
+    await new Promise((r) => setTimeout(r, 1_000));
+  }
+}
+
 /** Sends until the process dies; a request without an answer (or with an error status) has an unknown fate. */
 async function sendUntilDead(svc: ServiceProcess, apiKey: string, ledger: Ledger, counter: { n: number }, random: SeededRandom): Promise<void> {
   for (;;) {
@@ -97,6 +110,7 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
       const senders = Array.from({ length: SENDERS }, () => sendUntilDead(svc, apiKey, ledger, counter, random));
       const killAfterMs = random.int(500, 2000);
       process.stdout.write(`kill ${kill + 1} of ${KILLS}: after ${killAfterMs} ms of traffic\n`);
+      // The random moment is what is under test (seeded: TEST_SEED repeats it).
       await new Promise((r) => setTimeout(r, killAfterMs));
       // Where the stages stand right before the kill (evidence that the kill hit them mid-work).
       const status = await pipelineStatus(admin).catch(() => undefined);
@@ -109,16 +123,21 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
       if (kill === 0) {
         const catchUpMs = random.int(200, 500);
         process.stdout.write(`kill ${kill + 1} again: ${catchUpMs} ms after the restart\n`);
+        // The random moment is what is under test (seeded: TEST_SEED repeats it).
         await new Promise((r) => setTimeout(r, catchUpMs));
         await svc.kill();
         svc = await startServiceProcess({ dataDir });
         admin = adminClient(svc.url, TEST_ADMIN_TOKEN);
       }
     }
+    // Every failure names the seed: TEST_SEED=<seed> repeats the run's kill moments and resent bodies.
+    const repeat = `repeat with TEST_SEED=${random.seed}`;
     // Every accepted request once more, after all the restarts: all duplicates.
-    for (const req of ledger.acceptedBodies.slice(0, 20)) expect([200, 202]).toContain(await send(svc, apiKey, req));
-    await waitForDrain(admin, 120_000);
-    expect(await svc.stop()).toBe(0);
+    for (const req of ledger.acceptedBodies.slice(0, 20)) expect([200, 202], repeat).toContain(await sendUntilTaken(svc, apiKey, req));
+    await waitForDrain(admin, 120_000).catch((err: Error) => {
+      throw new Error(`${err.message} (${repeat})`);
+    });
+    expect(await svc.stop(), repeat).toBe(0);
 
     const conversions = await readTopic(dataDir, 'conversions.ready');
     const deduped = await readTopic(dataDir, 'events.deduped');
@@ -132,13 +151,13 @@ describe('pipeline crash test (SIGKILL at random moments)', () => {
     const invented = [...times.keys()].filter((id) => !ledger.fate.has(id));
     const dedupedKeys = deduped.map((r) => `${r.value.key_mode}:${r.value.idempotency_key}`);
 
-    expect(accepted.length).toBeGreaterThan(200);
-    expect(twice).toEqual([]);
-    expect(lost).toEqual([]);
-    expect(invented).toEqual([]);
-    expect(new Set(dedupedKeys).size).toBe(dedupedKeys.length);
-    expect(dlq).toEqual([]);
+    expect(accepted.length, repeat).toBeGreaterThan(200);
+    expect(twice, repeat).toEqual([]);
+    expect(lost, repeat).toEqual([]);
+    expect(invented, repeat).toEqual([]);
+    expect(new Set(dedupedKeys).size, repeat).toBe(dedupedKeys.length);
+    expect(dlq, repeat).toEqual([]);
     // The kills must have hit stages mid-work, or this test proves little.
-    expect(killedMidStage.some(Boolean), `answers: ${JSON.stringify(STATUS)}, TEST_SEED=${random.seed}`).toBe(true);
+    expect(killedMidStage.some(Boolean), `answers: ${JSON.stringify(STATUS)}, ${repeat}`).toBe(true);
   });
 });

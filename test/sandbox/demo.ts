@@ -117,7 +117,20 @@ async function main(): Promise<number> {
       say(`\nThe platform received ${received.length} conversion(s) within 20 s; expected 2 (sign_up and purchase).`);
       return 1;
     }
-    await new Promise((r) => setTimeout(r, 300)); // a page_view must not follow
+    // A page_view must not follow: said once every stage has read all it was given and the forwarder has an answer
+    // for everything it sent (the outbox empty), not after a guessed pause.
+    const settled = async (): Promise<boolean> => {
+      const pipeline = (await admin('GET', '/admin/v1/pipeline')) as { consumers: Array<{ lag: number }> };
+      const outbox = await service.db.query<{ n: number }>('SELECT count(*)::int AS n FROM forward_outbox WHERE workspace_id = $1', [ws.id]);
+      return pipeline.consumers.every((c) => c.lag === 0) && outbox.rows[0]!.n === 0;
+    };
+    while (!(await settled())) {
+      if (Date.now() > deadline) {
+        say('\nThe pipeline did not finish within 20 s.');
+        return 1;
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
     received = ((await (await fetch(`${sandbox.controlUrl}/received`)).json()) as { events: typeof received }).events;
     say(`\n6. the platform received ${received.length} conversions (page_view is not selected, so it stays home):`);
     for (const e of received) {

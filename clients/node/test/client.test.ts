@@ -4,7 +4,7 @@
  * was given is in events.deduped exactly once (nothing lost, nothing accepted twice), including through a 503 storm
  * and a kill -9 and restart of the service in the middle of a batch.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { adminClient, type AdminClient } from '../../../test/helpers/admin-client.js';
 import { readTopic } from '../../../test/helpers/pipeline.js';
 import { dedupeDrained } from './drain.js';
@@ -102,8 +102,8 @@ describe('batching', () => {
     for (let i = 0; i < 3; i++) mustArrive.get(ws)!.add(c.track(event()));
     expect(c.queueDepth).toBe(3);
     const start = Date.now();
-    while (c.queueDepth > 0 && Date.now() - start < 5000) await new Promise((r) => setTimeout(r, 20));
-    expect(c.queueDepth).toBe(0);
+    await vi.waitFor(() => expect(c.queueDepth).toBe(0), { timeout: 30_000, interval: 20 });
+    // Not before the interval (a lower bound: a slow machine only sends later).
     expect(Date.now() - start).toBeGreaterThanOrEqual(150);
     expect(errors).toEqual([]);
     await c.shutdown();
@@ -144,6 +144,7 @@ describe('retries', () => {
     try {
       for (let i = 0; i < 1000; i++) {
         mustArrive.get(ws)!.add(c.track(event()));
+        // The traffic's shape, not a wait: bursts of 100 with the flush timer's turn between them.
         if (i % 100 === 99) await new Promise((r) => setTimeout(r, 10));
       }
       await c.shutdown({ timeoutMs: 60_000 });
@@ -233,6 +234,7 @@ describe('retries', () => {
     const sending = (async () => {
       for (let i = 0; i < 3000; i++) {
         mustArrive.get(ws)!.add(c.track(event({}, { i })));
+        // The traffic's shape, not a wait: tracking spread out so that the kill lands in mid-stream.
         if (i % 50 === 49) await new Promise((r) => setTimeout(r, 5));
       }
     })();

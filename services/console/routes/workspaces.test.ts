@@ -1,5 +1,5 @@
 /** Admin API: the workspace list, API key metadata (name, created, last used) and console members. */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { FLUSH_EVERY_MS } from '../../gateway/auth/usage.js';
 import { webEvent } from '../../../test/helpers/factories.js';
 import { buildTestApp, ADMIN, type TestApp } from '../../../test/helpers/in-process.js';
@@ -59,12 +59,19 @@ describe('API keys', () => {
       payload: [webEvent({ event_name: 'purchase' })],
     });
     expect(sent.statusCode, sent.body).toBe(202);
-    // Usage is flushed in batches every FLUSH_EVERY_MS, never per request: wait one interval.
-    await new Promise((r) => setTimeout(r, FLUSH_EVERY_MS + 500));
-    const after = (await call('GET', `/admin/v1/workspaces/${ws}/api-keys`)).json().keys[0];
+    // Usage is flushed in batches every FLUSH_EVERY_MS, never per request: wait until the flush shows.
+    const after = await vi.waitFor(
+      async () => {
+        const key = (await call('GET', `/admin/v1/workspaces/${ws}/api-keys`)).json().keys[0];
+        expect(key.last_used_at).not.toBeNull();
+        return key;
+      },
+      { timeout: FLUSH_EVERY_MS + 10_000, interval: 50 },
+    );
     expect(Date.parse(after.last_used_at)).toBeGreaterThanOrEqual(Date.parse(before.created_at) - 1000);
-    const names = await t.db.query<{ name: string; count: unknown }>('SELECT name, count FROM workspace_event_names WHERE workspace_id = $1', [ws]);
-    expect(names.rows.map((r) => [r.name, Number(r.count)])).toEqual([['purchase', 1]]);
+    const names = async () =>
+      (await t.db.query<{ name: string; count: unknown }>('SELECT name, count FROM workspace_event_names WHERE workspace_id = $1', [ws])).rows.map((r) => [r.name, Number(r.count)]);
+    await vi.waitFor(async () => expect(await names()).toEqual([['purchase', 1]]), { timeout: FLUSH_EVERY_MS + 10_000, interval: 50 });
   });
 });
 

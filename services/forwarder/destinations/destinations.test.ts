@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
+import { outboxEmptied } from '../../../test/helpers/outbox.js';
 import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import type { ConversionReady } from '../../shared/conversion.js';
 import { planFanOut, type FanOutDestination } from './fan-out.js';
@@ -149,7 +150,11 @@ describe('several destinations per workspace', () => {
       // The same conversions again (a replay, a redelivery): every destination's ledger already has them.
       await rig.append(cs);
       await rig.intake.drain();
-      await new Promise((r) => setTimeout(r, 300));
+      // Whatever the intake filed again has been answered once every outbox is empty (a row leaves its outbox in the
+      // transaction that records the answer): only then is "nothing more arrived" a finding.
+      await eventually('the destinations answered all they were given', async () =>
+        (await rig.db.query<{ n: number }>('SELECT count(*)::int AS n FROM destination_outbox WHERE event_id = ANY($1::text[])', [ids])).rows[0]!.n === 0, 15_000);
+      await outboxEmptied(rig.db, ws);
       for (const pixel of [PIXEL_A, PIXEL_B]) {
         const got = (await metaReceived(pixel)).filter((e) => ids.includes(e.event_id)).map((e) => e.event_id as string);
         expect(got.sort()).toEqual(ids);

@@ -17,13 +17,16 @@ describe('Turns', () => {
     const turns = new Turns(10_000);
     const order: string[] = [];
     const first = gate();
+    const holding = gate();
     const running = turns.run(async () => {
       order.push('first');
+      holding.open();
       await first.promise;
     });
     const normal = turns.run(async () => void order.push('normal'));
     const urgent = turns.run(async () => void order.push('urgent'), true);
-    await new Promise((r) => setTimeout(r, 10));
+    // The first task holds the turn: the two queued behind it have not run.
+    await holding.promise;
     expect(order).toEqual(['first']);
     first.open();
     await Promise.all([running, normal, urgent]);
@@ -63,11 +66,14 @@ describe('the embedded store', () => {
     const db = await opened;
     await db.query('CREATE TABLE turns_test (n int, who text)');
     const hold = gate();
+    const holding = gate();
     const holder = db.transaction(async (tx) => {
       await tx.query("INSERT INTO turns_test VALUES (1, 'holder')");
+      holding.open();
       await hold.promise;
     });
-    await new Promise((r) => setTimeout(r, 20));
+    // The other two queue only once the holder has the store.
+    await holding.promise;
     const stage = db.transaction(async (tx) => tx.query("INSERT INTO turns_test SELECT count(*) + 1, 'stage' FROM turns_test"));
     const append = db.transaction(async (tx) => tx.query("INSERT INTO turns_test SELECT count(*) + 1, 'append' FROM turns_test"), { urgent: true });
     hold.open();
