@@ -59,15 +59,15 @@ export const stageRecords = new Counter({
 
 /** A batch's outcomes counted into stage_records_total once per (outcome, reason), not once per record. */
 export function countStageRecords(stage: string, outcomes: Iterable<{ readonly type: string; readonly reason?: string }>): void {
-  const counts = new Map<string, number>();
+  const counts = new Map<string, { outcome: string; reason: string; n: number }>();
   for (const o of outcomes) {
-    const key = o.type === 'ok' ? 'ok\n' : `${o.type}\n${o.reason ?? ''}`;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    const reason = o.type === 'ok' ? '' : (o.reason ?? '');
+    const key = `${o.type}\n${reason}`;
+    const c = counts.get(key);
+    if (c) c.n++;
+    else counts.set(key, { outcome: o.type, reason, n: 1 });
   }
-  for (const [key, n] of counts) {
-    const cut = key.indexOf('\n');
-    stageRecords.inc({ stage, outcome: key.slice(0, cut), reason: key.slice(cut + 1) }, n);
-  }
+  for (const c of counts.values()) stageRecords.inc({ stage, outcome: c.outcome, reason: c.reason }, c.n);
 }
 
 export const stageBatchDuration = new Histogram({

@@ -1,8 +1,8 @@
 /**
  * The one error policy of both runtimes: what happens when a stage's batch throws.
  *
- *  1. Each attempt runs in a savepoint of the batch's database transaction (set at its first statement), on a fork of the batch's store
- *     transaction: a failed attempt leaves nothing behind, a successful one is kept.
+ *  1. Each attempt runs in a savepoint of the batch's database transaction (set at its first statement), on a fork
+ *     of the batch's store transaction: a failed attempt leaves nothing behind, a successful one is kept.
  *  2. A batch that throws is first checked for an outage: the transaction is asked `SELECT 1`. When that fails (or
  *     the savepoint cannot be rolled back), the database is the problem, not a record: OutageError, and the runtime
  *     retries the whole batch later from the same position. Nothing is dead-lettered during an outage.
