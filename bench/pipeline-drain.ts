@@ -38,6 +38,8 @@ import { startGroupsAtEnd } from './pipeline.js';
 export const DRAIN_EVENTS = Number(process.env.BENCH_DRAIN_EVENTS ?? 500_000);
 /** Longest a side may take to drain before its run is cut off and reported as incomplete. */
 const MAX_DRAIN_SEC = Number(process.env.BENCH_DRAIN_MAX_SEC ?? 180);
+/** Extra Node flags for our two stage processes, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile a drain. */
+const STAGE_NODE_ARGS = (process.env.BENCH_DRAIN_NODE_ARGS ?? '').split(' ').filter(Boolean);
 const REPEAT_SHARE = 0.05;
 const SAMPLE_MS = 100;
 const KSTREAMS_DIR = join(REPO_ROOT, 'bench', 'baselines', 'kstreams');
@@ -384,8 +386,8 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
       ['dedupe', 'enrich', 'postgres'],
       async () => {
         const [d, e] = await Promise.all([
-          startServiceChild({ env: { ...env, SERVICE_ROLE: 'dedupe' }, cpu: SERVER_CPU }),
-          startServiceChild({ env: { ...env, SERVICE_ROLE: 'enrich' }, cpu: LOAD_CPU }),
+          startServiceChild({ env: { ...env, SERVICE_ROLE: 'dedupe' }, cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
+          startServiceChild({ env: { ...env, SERVICE_ROLE: 'enrich' }, cpu: LOAD_CPU, nodeArgs: STAGE_NODE_ARGS }),
         ]);
         stages.dedupe = d;
         stages.enrich = e;

@@ -347,6 +347,30 @@ describe('enrich: the identity graph', () => {
     expect(edges.rows).toHaveLength(7);
   });
 
+  it("a returning person's visit adds the edges of its new identifiers only; a merge adds all of its event's", async () => {
+    const ws = await seedWorkspace(db);
+    const visit = (day: number, client: string, session: string, user?: string) =>
+      webEnvelope({
+        event_name: 'page_view',
+        event_data: { client_id: client, session_id: session, page_location: 'https://shop.example/' },
+        event_metadata: { identifiers: { user, email: undefined, phone: undefined } },
+      }, { workspaceId: ws, receivedAt: T0 + day * DAY });
+    const edges = async () =>
+      (await db.query<{ a_value: string; b_value: string; last_seen_at: Date }>(
+        'SELECT a_value, b_value, last_seen_at FROM identity_edges WHERE workspace_id = $1 ORDER BY 1, 2', [ws])).rows.map(
+        (e) => `${e.a_value}-${e.b_value}@${Math.round((e.last_seen_at.getTime() - T0) / DAY)}`,
+      );
+    await run([visit(0, 'laptop', 's1', 'u-1')]);
+    expect(await edges()).toEqual(['laptop-u-1@0', 's1-u-1@0']);
+    // Known user and client id, a new session: one new link. The user–client link is not written again.
+    await run([visit(1, 'laptop', 's2', 'u-1')]);
+    expect(await edges()).toEqual(['laptop-u-1@0', 's1-u-1@0', 's2-u-1@1']);
+    // A second device's cluster merged in by a login: every link of the merging event is evidence.
+    await run([visit(2, 'phone', 's3')]);
+    await run([visit(3, 'laptop', 's4', 'u-1'), visit(3, 'phone', 's4', 'u-1')]);
+    expect(await edges()).toEqual(['laptop-u-1@0', 'phone-s3@2', 'phone-u-1@3', 's1-u-1@0', 's2-u-1@1', 's4-u-1@3']);
+  });
+
   it('joins two clusters when a later event links them (a login on each device)', async () => {
     const ws = await seedWorkspace(db);
     const visit = (name: string, client: string, session: string, user?: string) =>

@@ -89,11 +89,26 @@ export interface ClusterReader {
  * Edges record which identifiers were seen together (the evidence behind a cluster, e.g. to rebuild or unlink
  * later): a star from the event's best identifier to each node it was linked with; refused links get no edge.
  */
-export function addEventEdges(edges: Map<string, EdgeRow>, scope: GraphScope, nodes: readonly GraphNode[], plan: ClusterPlan, seenAt: number): void {
+/**
+ * The event's links as edges from its anchor (its first merging identifier). An edge is evidence that its two
+ * identifiers are one person: when the event merged nothing and its anchor was known, an identifier already in the
+ * anchor's cluster adds none, so only edges to new identifiers (and organisations, which never join a cluster) are
+ * written. `existing`: the identifiers known before the event, by nodeKey.
+ */
+export function addEventEdges(
+  edges: Map<string, EdgeRow>,
+  scope: GraphScope,
+  nodes: readonly GraphNode[],
+  plan: ClusterPlan,
+  seenAt: number,
+  existing: ReadonlyMap<string, string>,
+): void {
   const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
   if (!anchor) return;
+  const all = plan.merge !== null || !existing.has(nodeKey(anchor));
   for (const n of nodes) {
     if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
+    if (!all && KIND_RULES[n.kind].merges && existing.has(nodeKey(n))) continue;
     // Stored in a canonical order so that (a, b) and (b, a) are one edge.
     const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
     const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
@@ -214,7 +229,7 @@ export class GraphSnapshot implements ClusterReader {
       if (pageAt !== null) row.page_seen_at = row.page_seen_at === null ? pageAt : Math.max(row.page_seen_at, pageAt);
     });
     // Edges are evidence of a link: an event that adds no node and fuses nothing links nothing new.
-    if (plan.merge || found < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt);
+    if (plan.merge || found < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt, existing);
     return { refused: plan.refused, resolved: plan.resolved };
   }
 
@@ -358,7 +373,7 @@ export async function upsertNodes(sql: Sql, nodes: readonly NodeRow[]): Promise<
      SELECT node_id, workspace_id, key_mode, kind, value, cluster_id, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0),
             page_location, user_agent, to_timestamp(page_seen_at / 1000.0),
             to_timestamp(ad_user_data_withdrawn_at / 1000.0), to_timestamp(ad_storage_withdrawn_at / 1000.0)
-     FROM jsonb_to_recordset($1::jsonb) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
+     FROM json_to_recordset($1::json) AS t(node_id text, workspace_id text, key_mode text, kind text, value text, cluster_id text,
           first_seen_at float8, last_seen_at float8, page_location text, user_agent text, page_seen_at float8,
           ad_user_data_withdrawn_at float8, ad_storage_withdrawn_at float8)
      ON CONFLICT (node_id) DO UPDATE SET
@@ -375,7 +390,7 @@ export async function upsertEdges(sql: Sql, edges: readonly EdgeRow[]): Promise<
   await sql.query(
     `INSERT INTO identity_edges AS e (workspace_id, key_mode, a_kind, a_value, b_kind, b_value, first_seen_at, last_seen_at)
      SELECT workspace_id, key_mode, a_kind, a_value, b_kind, b_value, to_timestamp(first_seen_at / 1000.0), to_timestamp(last_seen_at / 1000.0)
-     FROM jsonb_to_recordset($1::jsonb) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
+     FROM json_to_recordset($1::json) AS t(workspace_id text, key_mode text, a_kind text, a_value text, b_kind text, b_value text,
           first_seen_at float8, last_seen_at float8)
      ON CONFLICT (workspace_id, key_mode, a_kind, a_value, b_kind, b_value) DO UPDATE SET
        first_seen_at = LEAST(e.first_seen_at, EXCLUDED.first_seen_at),

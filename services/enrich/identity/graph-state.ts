@@ -286,7 +286,7 @@ export class GraphState implements ClusterReader {
       this.dirtyNodes.set(key, { scope, node: n });
       if (KIND_RULES[n.kind].merges) this.summarise(cluster, n, s);
     });
-    if (plan.merge || existing.size < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt);
+    if (plan.merge || existing.size < nodes.length) addEventEdges(this.edges, scope, nodes, plan, seenAt, existing);
     return { refused: plan.refused, resolved: plan.resolved };
   }
 
