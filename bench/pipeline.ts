@@ -55,6 +55,50 @@ const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_PIPELINE_DRAIN_MS ?? 60_000);
 const CONNECTIONS = 8;
 /** The service pinned to the server core (default), or free to use both (BENCH_PIPELINE_PIN=0). */
 const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN !== '0';
+/**
+ * On Kafka, the deployment shape: a process per role, unpinned, so the scheduler spreads them over both cores
+ * (BENCH_PIPELINE_SHAPE=all runs SERVICE_ROLE=all in one process on the server core instead, as the embedded runtime
+ * must: its log is one process's database).
+ */
+const KAFKA_ROLES = process.env.BENCH_PIPELINE_SHAPE !== 'all';
+const ROLE_PROCESSES = ['console', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher'] as const;
+
+/** The service as one process (SERVICE_ROLE=all) or a process per role: where to send events, where to administer. */
+interface ServiceShape {
+  readonly layout: string;
+  readonly ingestUrl: string;
+  readonly adminUrl: string;
+  readonly metricsUrls: readonly string[];
+  readonly children: readonly ServiceChild[];
+  stop(): Promise<void>;
+  output(): string;
+}
+
+async function startShape(perRole: boolean, env: Record<string, string>, nodeArgs: (name: string) => string[]): Promise<ServiceShape> {
+  const started: ServiceChild[] = [];
+  const shape = (layout: string, ingest: ServiceChild, console_: ServiceChild): ServiceShape => ({
+    layout,
+    ingestUrl: ingest.url,
+    adminUrl: console_.url,
+    metricsUrls: started.map((c) => c.metricsUrl),
+    children: started,
+    stop: async () => void (await Promise.all(started.map((c) => c.stop()))),
+    output: () => started.map((c, i) => `--- ${perRole ? ROLE_PROCESSES[i] : 'all'}\n${c.output().slice(-1500)}`).join('\n'),
+  });
+  try {
+    if (!perRole) {
+      started.push(await startServiceChild({ env, cpu: PIN_SERVICE ? SERVER_CPU : undefined, nodeArgs: nodeArgs('all') }));
+      return shape(`SERVICE_ROLE=all in one process${PIN_SERVICE ? ` on core ${SERVER_CPU}` : ''}`, started[0]!, started[0]!);
+    }
+    // One after the other: each process creates the service's topics and registers its schemas on start.
+    for (const role of ROLE_PROCESSES) started.push(await startServiceChild({ env: { ...env, SERVICE_ROLE: role }, nodeArgs: nodeArgs(role) }));
+    const of = (role: (typeof ROLE_PROCESSES)[number]) => started[ROLE_PROCESSES.indexOf(role)]!;
+    return shape(`a process per role (${ROLE_PROCESSES.join(', ')}), unpinned: spread over both cores by the scheduler`, of('gateway'), of('console'));
+  } catch (err) {
+    await Promise.all(started.map((c) => c.stop()));
+    throw err;
+  }
+}
 
 export interface Delivered {
   /** event_id → sandbox received_at (epoch ms). */
@@ -209,23 +253,25 @@ export async function benchPipeline(
   log: (l: string) => void,
   opts: { profile?: boolean } = {},
 ): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
-  log(`pipeline-${runtime} (SERVICE_ROLE=all; sandbox in its own process)`);
+  const perRole = runtime === 'kafka' && KAFKA_ROLES;
+  log(`pipeline-${runtime} (${perRole ? 'a process per role' : 'SERVICE_ROLE=all'}; sandbox in its own process)`);
   const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
   const { info, env } = setting;
-  let service: ServiceChild | undefined;
+  let service: ServiceShape | undefined;
   let profiled: string | undefined;
   try {
     // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
     const profileName = `pipeline-${runtime}.cpuprofile`;
     const profileDir = join(PROFILES_DIR, 'raw');
     if (opts.profile) mkdirSync(profileDir, { recursive: true });
-    service = await startServiceChild({
-      env,
-      cpu: PIN_SERVICE ? SERVER_CPU : undefined,
-      nodeArgs: opts.profile ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
-    });
+    // Per role, the enrich process is profiled (the stage that limits the drain); else the one process.
+    const profiledRole = perRole ? 'enrich' : 'all';
+    service = await startShape(perRole, env, (role) =>
+      opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
+    );
     profiled = opts.profile ? join(profileDir, profileName) : undefined;
-    const { key } = await connect(service.url, authorize);
+    log(`  service: ${service.layout}`);
+    const { key } = await connect(service.adminUrl, authorize);
     const headers = { authorization: `Bearer ${key}` };
     const run = randomBytes(3).toString('hex');
     const pos = { pos: 0 };
@@ -236,7 +282,7 @@ export async function benchPipeline(
       const delivered = await collect(info.controlUrl, prefix, accepted, pos, drainMs);
       return { prefix, result, accepted, delivered, oks: okTimes(result) };
     };
-    const base = { url: service.url, path: '/v1/events', headers, recordCompletions: true } as const;
+    const base = { url: service.ingestUrl, path: '/v1/events', headers, recordCompletions: true } as const;
 
     // 1. calibration (and warm-up)
     const cal = await phase('c', { ...base, mode: 'closed', connections: CONNECTIONS, amount: CALIBRATION_REQUESTS }, CALIBRATION_REQUESTS);
@@ -244,14 +290,14 @@ export async function benchPipeline(
     log(`  calibration: ${cal.delivered.at.size}/${cal.accepted} delivered, ~${Math.round(calRate)} conversions/s`);
 
     // 2. max (with each stage's busy time over it, from the service's own metrics: which stage limits the drain)
-    const stagesBefore = await stageTimes(service.metricsUrl);
+    const stagesBefore = await stageTimes(service.metricsUrls);
     const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
     // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
     const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
     const maxRate = rate(max);
     const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
     log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
-    const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrl), spanSec(max));
+    const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrls), spanSec(max));
     log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
 
     // 3. half load
@@ -276,26 +322,27 @@ export async function benchPipeline(
       target: kafka ? '≥ 10,000 conversions/s, p99 < 2 s at half load' : '– (Kafka target applies; reported for comparison)',
       met,
       notes:
-        `Gateway → dedupe → enrich → forwarder → platform sandbox, SERVICE_ROLE=all in one process, forwarder defaults (linger 200 ms, batches ≤ 1000). ` +
+        `Gateway → dedupe → enrich → forwarder → platform sandbox, ${service.layout}, forwarder defaults (linger 200 ms, batches ≤ 1000). ` +
         `Max: ${maxRequests} requests × ${EVENTS_PER_REQUEST} purchase conversions posted closed-loop (${CONNECTIONS} connections); value = delivered / (last delivery − first 2xx)` +
         ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
         `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
         (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
         (kafka ? ' What limits it (enrich\'s per-record SQL round trips): bench/README.md and bench/profiles/pipeline-kafka.md.' : ''),
       detail: {
+        layout: service.layout,
         calibration: phaseDetail(cal),
         max: { ...phaseDetail(max), latency: maxLat, stages },
         half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
       },
     };
   } catch (err) {
-    if (service) log(`  service output:\n${service.output().slice(-3000)}`);
+    if (service) log(`  service output:\n${service.output()}`);
     throw err;
   } finally {
     await service?.stop();
     await setting.close();
     if (profiled) {
-      const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service (SERVICE_ROLE=all) during the whole pipeline run`);
+      const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service's ${perRole ? 'enrich process' : 'one process (SERVICE_ROLE=all)'} during the whole pipeline run`);
       writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), markdown);
       log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profiled})`);
     }
@@ -305,8 +352,13 @@ export async function benchPipeline(
 type Phase = { result: LoadResult; accepted: number; delivered: Delivered; oks: Map<number, number> };
 
 /** Per stage: seconds inside batches, batches and records so far (stage_batch_duration_seconds, stage_records_total). */
-async function stageTimes(metricsUrl: string): Promise<Map<string, number>> {
-  return new Map([...(await scrapeSums(metricsUrl, 'stage')), ...(await scrapeSums(metricsUrl, 'producer'))]);
+/** Each stage's busy time, batches and records so far, summed over the service's processes. */
+async function stageTimes(metricsUrls: readonly string[]): Promise<Map<string, number>> {
+  const sum = new Map<string, number>();
+  for (const url of metricsUrls) {
+    for (const [k, v] of [...(await scrapeSums(url, 'stage')), ...(await scrapeSums(url, 'producer'))]) sum.set(k, (sum.get(k) ?? 0) + v);
+  }
+  return sum;
 }
 
 function stageDelta(before: Map<string, number>, after: Map<string, number>, spanSec: number) {
