@@ -10,7 +10,7 @@ import type { ConsentDecision } from './consent.js';
 import type { ClusterReader } from './identity/graph-repo.js';
 import { isJunk } from './identity/identifiers.js';
 
-export type AttributionKind = 'event_click' | 'graph_click' | 'enhanced' | 'none';
+export type { AttributionKind } from '../shared/conversion.js';
 
 const DAY_MS = 24 * 3600_000;
 

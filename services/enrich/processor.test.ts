@@ -72,7 +72,18 @@ describe('enrich: the platform record', () => {
   it('a web purchase becomes exactly this record', async () => {
     const ws = await seedWorkspace(db, { timeZone: 'America/New_York' });
     const [o] = await run([webEnvelope({ event_metadata: { idempotency_key: 'order-1' } }, { workspaceId: ws, requestId: 'req-1' })]);
-    expect(conversion(o!)).toEqual({
+    // The "why this field" record rides with the conversion (the forwarder's filing stores it; privacy e2e reads it).
+    const { explanation, ...built } = conversion(o!);
+    expect(explanation).toMatchObject({ pii_mode: 'hashed', attribution: 'event_click', limited_data_use: false });
+    expect(explanation!.fields.map((f) => `${f.field}:${f.rule}`)).toEqual([
+      'user.email:graph_link',
+      'user.phone:graph_link',
+      'user.external_id:graph_link',
+      'user.ttclid:event_click',
+      'user.user_agent:event',
+      'page.url:event',
+    ]);
+    expect(built).toEqual({
       v: 1,
       workspace_id: ws,
       key_mode: 'live',

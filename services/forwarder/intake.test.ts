@@ -5,6 +5,8 @@ import { conversionProblem, planIntake } from './outbox-filing.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
+import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
+import type { ConversionExplanation } from '../shared/conversion.js';
 
 describe('planIntake', () => {
   const c = conversion('ws_1');
@@ -73,6 +75,34 @@ describe('ConversionIntake', () => {
     const last = await rig.db.query<{ offset: unknown }>('SELECT max("offset") AS offset FROM log_records WHERE topic = $1', [Topics.conversionsReady]);
     expect(Number(off.rows[0]!.offset)).toBe(Number(last.rows[0]!.offset));
     expect(await rig.intake.step()).toBe(0);
+  });
+
+  it("stores each conversion's why-record with its filing, but never an erased person's", async () => {
+    const ws = await rig.workspace();
+    const why: ConversionExplanation = {
+      consent: { analytics_storage: 'GRANTED', ad_storage: 'GRANTED', ad_user_data: 'GRANTED', ad_personalization: 'GRANTED' },
+      pii_mode: 'hashed',
+      attribution: 'event_click',
+      limited_data_use: false,
+      fields: [{ field: 'user.ttclid', sent: true, rule: 'event_click', value: 'E.C.P.abc' }],
+    };
+    const erasedEmail = 'a'.repeat(64);
+    const kept = conversion(ws, { explanation: why });
+    const gone = conversion(ws, { explanation: why, record: { user: { email: [erasedEmail] } } });
+    const salt = await workspaceSalt(rig.db, ws);
+    await rig.db.query('INSERT INTO erased_identifiers (workspace_id, id_hash, erased_at, erasure_id) VALUES ($1, $2, now() + interval \'1 minute\', $3)', [
+      ws,
+      saltedHash(salt, { cls: 'email', value: erasedEmail }),
+      `era-${ws}`,
+    ]);
+    await rig.append([kept, gone]);
+    await rig.intake.drain();
+    const rows = await rig.db.query<{ event_id: string; explanation: ConversionExplanation; record: { event_id: string } }>(
+      'SELECT event_id, explanation, record FROM conversion_explanations WHERE workspace_id = $1',
+      [ws],
+    );
+    expect(rows.rows).toEqual([{ event_id: kept.event_id, explanation: why, record: kept.record }]);
+    expect(await outbox(ws)).toEqual([kept.event_id]);
   });
 
   it('conversions waiting for a first connection are forwarded once it connects', async () => {

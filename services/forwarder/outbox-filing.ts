@@ -7,6 +7,7 @@
 import type { ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
+import { saveExplanations } from '../enrich/explanation.js';
 import type { ConnectionStatus } from './connection-repo.js';
 import { recordDeadLetters } from '../shared/dead-letter.js';
 import { conversionLetterEntry, type ConversionDeadLetter } from './outbox-repo.js';
@@ -120,12 +121,11 @@ export async function fileIntoOutbox(
   const erasedFlags = await erasedConversions(tx, readable);
   const erased = new Set(readable.filter((_, n) => erasedFlags[n]).map((c) => `${c.workspace_id}\n${ledgerEventId(c)}`));
 
+  const kept = readable.filter((c) => !erased.has(`${c.workspace_id}\n${ledgerEventId(c)}`));
+  // The "why this field" records, with the filing: an erased person's never come back.
+  await saveExplanations(tx, kept);
   // The workspace's other destinations, each with its own outbox and ledger (destinations/fan-out.ts).
-  await fileIntoDestinations(
-    tx,
-    readable.filter((c) => !erased.has(`${c.workspace_id}\n${ledgerEventId(c)}`)),
-    opts,
-  );
+  await fileIntoDestinations(tx, kept, opts);
 
   const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean; at: number }> = [];
   items.forEach((item, at) => {

@@ -1,12 +1,11 @@
 /**
- * Reads a conversion's "why this field" record (enrich/explanation.ts writes it) with where it stands now: sent
+ * Reads a conversion's "why this field" record (enrich/explanation.ts builds it, the forwarder's filing stores it) with where it stands now: sent
  * (the sent ledger), waiting (the outbox), dead-lettered, or unknown (the ledger entry already expired). Live first:
  * a test-mode conversion with the same event_id is shown only when no live one exists. Past its retention it is
  * not shown even before the sweep deletes it.
  */
 import type { Db } from '../shared/db/db.js';
-import type { PlatformEventRecord } from '../shared/conversion.js';
-import type { ConversionExplanation } from '../enrich/explanation.js';
+import type { ConversionExplanation, PlatformEventRecord } from '../shared/conversion.js';
 import { Topics } from '../shared/topics.js';
 
 export interface ConversionWhy extends ConversionExplanation {

@@ -3,7 +3,8 @@
  * platform's `data[]` (operator contract, "The platform side"); the rest routes and batches it.
  * Its Avro form is schemas/conversion-ready.avsc.
  */
-import type { KeyMode } from './envelope.js';
+import type { ConsentState, KeyMode } from './envelope.js';
+import type { PiiMode } from './forwarding-setup.js';
 
 export interface PlatformUser {
   /** SHA-256 hex digests only. */
@@ -48,6 +49,31 @@ export interface ConversionReady {
   /** The sender's event name (the envelope's `name`): each destination maps it to its platform's event. */
   readonly event_name?: string | null;
   readonly record: PlatformEventRecord;
+  /**
+   * Why each user field went or not ("why this field", docs/privacy.md): built by enrich, stored by the forwarder's
+   * filing with the conversion (off enrich's hot path), read by GET …/conversions/{event_id}. Never sent.
+   */
+  readonly explanation?: ConversionExplanation;
+}
+
+export type AttributionKind = 'event_click' | 'graph_click' | 'enhanced' | 'none';
+
+export interface FieldExplanation {
+  readonly field: string;
+  readonly sent: boolean;
+  /** The rule that let it go (`graph_link`, `event_click`, `graph_click`, `event`, `graph`) or kept it back. */
+  readonly rule: string;
+  readonly value?: string;
+  /** For a value from the identity graph: the node that supplied it and when consenting events saw it. */
+  readonly graph_node?: { readonly kind: string; readonly first_seen_at: string; readonly last_seen_at: string };
+}
+
+export interface ConversionExplanation {
+  readonly consent: ConsentState;
+  readonly pii_mode: PiiMode;
+  readonly attribution: AttributionKind;
+  readonly limited_data_use: boolean;
+  readonly fields: readonly FieldExplanation[];
 }
 
 /** Partition key on conversions.ready: one workspace's conversion with one event_id always lands together. */

@@ -6,7 +6,7 @@ import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../s
 import type { Sql } from '../../shared/db/db.js';
 import type { AttributionKind } from '../attribution.js';
 import type { EnrichItem } from '../item.js';
-import { explain, saveExplanations, type ConversionExplanation } from '../explanation.js';
+import { explain } from '../explanation.js';
 import { conversionsBuilt, pageUrlSource } from '../metrics.js';
 import { propertiesOf } from '../properties.js';
 import { accountTimeZones, formatInTimeZone } from '../time-zone.js';
@@ -33,9 +33,7 @@ export function createBuildConversionStep(deps: { readonly timeZones: TtlCache<s
       sql,
       conversions.map((c) => c.item),
     );
-    const built = conversions.map((c) => build(c, zones.get(c.item.e.workspace_id) ?? 'UTC'));
-    await saveExplanations(sql, built);
-    return built.map((b) => b.conversion);
+    return conversions.map((c) => build(c, zones.get(c.item.e.workspace_id) ?? 'UTC'));
   };
   /** Loads the accounts' time zones the build will need (into the cache), so that the build itself reads none. */
   const prepare = async (sql: Sql, items: ReadonlyArray<Convertible['item']>): Promise<void> => {
@@ -47,7 +45,7 @@ export function createBuildConversionStep(deps: { readonly timeZones: TtlCache<s
 function build(
   { item: { e, consent }, selection, reads, eventId }: Convertible,
   timeZone: string,
-): { conversion: ConversionReady; explanation: ConversionExplanation } {
+): ConversionReady {
   const { click, pii, page } = reads;
   const { setup } = selection;
   const user: PlatformUser = {
@@ -72,7 +70,7 @@ function build(
   const attribution: AttributionKind = click.kind ?? (pii.email || pii.phone || pii.external_id ? 'enhanced' : 'none');
   conversionsBuilt.inc({ attribution, key_mode: e.key_mode });
   pageUrlSource.inc({ source: page.source });
-  const conversion: ConversionReady = {
+  return {
     v: 1,
     workspace_id: e.workspace_id,
     key_mode: e.key_mode,
@@ -84,6 +82,6 @@ function build(
     test_event_code: selection.testEventCode,
     event_name: e.name,
     record,
+    explanation: explain(record, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)),
   };
-  return { conversion, explanation: explain(conversion, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)) };
 }

@@ -109,10 +109,12 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
   schemaFile: 'conversion-ready.avsc',
   toAvro(c) {
     const { user, properties, transaction_id, ...record } = c.record;
+    const { explanation, ...conversion } = c;
     return {
-      ...c,
+      ...conversion,
       request_id: c.request_id ?? null,
       event_name: c.event_name ?? null,
+      explanation_json: explanation === undefined ? null : JSON.stringify(explanation),
       record: {
         ...record,
         page: { url: record.page.url },
@@ -134,12 +136,13 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
       ...(properties_json === null ? {} : { properties: JSON.parse(properties_json) }),
     };
     // request_id is optional (records written before it have none): absent, not null, as the service builds them.
-    const { request_id, event_name, ...conversion } = a as Omit<ConversionReady, 'record'>;
+    const { request_id, event_name, explanation_json, ...conversion } = a as Omit<ConversionReady, 'record'> & { explanation_json?: string | null };
     return {
       ...conversion,
       ...(request_id === null || request_id === undefined ? {} : { request_id }),
       ...(event_name === null || event_name === undefined ? {} : { event_name }),
       record: out,
+      ...(explanation_json === null || explanation_json === undefined ? {} : { explanation: JSON.parse(explanation_json) }),
     };
   },
 };
