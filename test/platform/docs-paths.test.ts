@@ -57,7 +57,8 @@ function repoPaths(text: string): Array<{ line: number; token: string }> {
       if (/:\/\/|^www\./.test(line.slice(Math.max(0, m.index - 10), m.index + token.length))) continue;
       const first = token.replace(/^dist\//, '').split('/')[0]!;
       const isFile = new RegExp(`\\.(?:${EXT})$`).test(token);
-      if (token.includes('/') ? !(TOP.has(first) || servicesDirs.has(first)) : !isFile) continue;
+      // A bare name needs a stem: `.test.ts` alone is a suffix, not a file.
+      if (token.includes('/') ? !(TOP.has(first) || servicesDirs.has(first)) : !isFile || token.startsWith('.')) continue;
       if (NOT_OURS.has(basename(token)) || GONE_ON_PURPOSE.has(token)) continue;
       out.push({ line: i + 1, token });
     }
