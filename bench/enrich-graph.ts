@@ -9,8 +9,8 @@
  *  - baseline: the identity graph the previous way, measured in the same run on the first 20,000 of the same events:
  *    every cluster an event touches loaded whole from Postgres and written back (graph-repo.ts loadGraph/saveGraph,
  *    the graph part alone, one writer).
- * Targets (issue: "one workspace on one partition ≥ 10,000 events/s through enrich"; "CPU per record of the last tenth
- * ≤ 1.2× the first tenth's").
+ * Targets: one workspace on one partition ≥ 10,000 events/s through enrich; CPU per record of the last tenth ≤ 1.2×
+ * the first tenth's.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * The read_committed check of the consumer decision (docs/decisions.md, issue 21), run by hand, not by `make bench`:
+ * The read_committed check of the consumer decision (docs/decisions.md, "The consumers stay on kafkajs"), run by hand, not by `make bench`:
  * `node dist/bench/kafka-read-committed.js` (KAFKA_BROKERS from the environment or infra/local/.env's default).
  *
  * Does a client's read_committed consumer deliver records of aborted transactions? On fresh one-partition topics, a

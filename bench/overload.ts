@@ -1,6 +1,5 @@
 /**
- * gateway-overload: the shedding promise of issue 14 (finding 4: with 600–1,000 concurrent clients every request was
- * queued and p99 reached 5–7 s). The service as `make run` starts it (embedded default, SERVICE_ROLE=all, so the
+ * gateway-overload: overload is shed inside the deadline, not queued past it. The service as `make run` starts it (embedded default, SERVICE_ROLE=all, so the
  * stages share its core), pinned to core 0, takes 100-event batches from OVERLOAD_CONNECTIONS clients in a closed
  * loop (autocannon, on core 1). Every answer counts, shed or served: the value is the p99 of the time each client
  * waited for its answer, which the deadline (docs/operations.md, "The deadline": 1.5 s from the first byte) bounds.

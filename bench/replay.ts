@@ -1,5 +1,5 @@
 /**
- * replay-impact-embedded / replay-impact-kafka: what a running replay does to live traffic. The issue's promise: a
+ * replay-impact-embedded / replay-impact-kafka: what a running replay does to live traffic. The promise: a
  * replay runs at a bounded rate, below live work, and never slows live traffic past its targets.
  *
  * Wiring as pipeline.ts (the sandbox in its own process, the service with SERVICE_ROLE=all on the server core). Two

@@ -9,6 +9,7 @@
  * infrastructure is started with `bash infra/local/up.sh` (as `make test` does) and infra/local/.env is read.
  */
 import { cpus, totalmem } from 'node:os';
+import { parseArgs } from 'node:util';
 import { benchDedupeMemory } from './dedupe-memory.js';
 import { benchEnrichGraph } from './enrich-graph.js';
 import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
@@ -28,9 +29,43 @@ const date = new Date().toISOString();
 
 const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'pipeline-drain-kafka', 'pipeline-drain-kafka-500-people', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
-const wanted = new Set<Name>((process.argv.slice(2).filter((a) => !a.startsWith('-')) as Name[]).filter((a) => ALL.includes(a)));
+const USAGE = `usage: node dist/bench/run.js [name…] [--no-profile] [--no-whatif] [--profile-pipeline]\nnames: ${ALL.join(' ')}`;
+
+function parseCommandLine(): { wanted: Set<Name>; flags: { profile: boolean; whatif: boolean; profilePipeline: boolean } } {
+  const fail = (message: string): never => {
+    process.stderr.write(`${message}\n${USAGE}\n`);
+    process.exit(2);
+  };
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        'no-profile': { type: 'boolean', default: false },
+        'no-whatif': { type: 'boolean', default: false },
+        'profile-pipeline': { type: 'boolean', default: false },
+        help: { type: 'boolean', short: 'h', default: false },
+      },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    return fail((err as Error).message);
+  }
+  if (parsed.values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    process.exit(0);
+  }
+  const unknown = parsed.positionals.filter((a) => !(ALL as readonly string[]).includes(a));
+  if (unknown.length > 0) fail(`unknown benchmark: ${unknown.join(', ')}`);
+  return {
+    wanted: new Set(parsed.positionals as Name[]),
+    flags: { profile: !parsed.values['no-profile'], whatif: !parsed.values['no-whatif'], profilePipeline: parsed.values['profile-pipeline'] },
+  };
+}
+
+const { wanted, flags } = parseCommandLine();
 const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
-const profile = !process.argv.includes('--no-profile');
+const profile = flags.profile;
 
 const cores = hasTaskset()
   ? 'server on core 0, load generator (and the sandbox) on core 1 (taskset); Kafka, registry and Postgres unpinned'
@@ -91,7 +126,7 @@ async function main(): Promise<void> {
 
   await perRuntime('gateway', async (runtime, env, name) => {
     const baseline = await measureBaseline(log);
-    const run = await benchGateway(runtime, env, log, { profile, whatif: !process.argv.includes('--no-whatif') });
+    const run = await benchGateway(runtime, env, log, { profile, whatif: flags.whatif });
     const s = run.service;
     const notes =
       `${EVENTS_PER_REQUEST}-event batches of realistic A events (70% web, 30% server, hashed identifiers), ${s.max.requests} requests in the max phase. ` +
@@ -115,7 +150,7 @@ async function main(): Promise<void> {
 
   await perRuntime('pipeline', async (runtime, env) => {
     // --profile-pipeline: a run under --cpu-prof for bench/profiles/pipeline-*.md; its numbers are not the results.
-    const profiled = process.argv.includes('--profile-pipeline');
+    const profiled = flags.profilePipeline;
     const r = await benchPipeline(runtime, env, log, { profile: profiled });
     if (profiled) log('  (profiled run: results not written)');
     else

@@ -110,8 +110,7 @@ function bodiesFor(spec: LoadSpec): string[] {
 }
 
 async function closed(spec: LoadSpec, bodies: string[]): Promise<LoadResult> {
-  // Encoded once: encoding an 80 KB string per request kept the generator's core busy under 1,000 clients, and its
-  // own delay then counted as the service's.
+  // Encoded once: encoding each body per request saturates the generator, whose delay would count as the service's.
   const payloads = bodies.map((b) => Buffer.from(b));
   let next = 0;
   const latencies: number[] = [];

@@ -7,6 +7,7 @@
  * CLI: `node dist/bench/lib/profile-summary.js <file.cpuprofile> [topN]` prints the markdown.
  */
 import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
 
 interface CallFrame {
   readonly functionName: string;
@@ -159,10 +160,19 @@ export function summariseFile(file: string, title: string, topN = 25): { summary
 }
 
 if (process.argv[1]?.endsWith('profile-summary.js')) {
-  const file = process.argv[2];
-  if (!file) {
-    process.stderr.write('usage: node dist/bench/lib/profile-summary.js <file.cpuprofile> [topN]\n');
+  const usage = 'usage: node dist/bench/lib/profile-summary.js <file.cpuprofile> [topN]';
+  let positionals: string[] = [];
+  try {
+    positionals = parseArgs({ allowPositionals: true, strict: true }).positionals;
+  } catch (err) {
+    positionals = [];
+    process.stderr.write(`${(err as Error).message}\n`);
+  }
+  const [file, top = '25'] = positionals;
+  const topN = Number(top);
+  if (!file || positionals.length > 2 || !Number.isInteger(topN) || topN < 1) {
+    process.stderr.write(`${usage}\n`);
     process.exit(2);
   }
-  process.stdout.write(summariseFile(file, file, Number(process.argv[3] ?? 25)).markdown);
+  process.stdout.write(summariseFile(file, file, topN).markdown);
 }

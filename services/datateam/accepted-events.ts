@@ -1,12 +1,8 @@
 /**
  * The accepted events of a workspace received in [from, to), streamed from the raw log (events.raw) of either
- * runtime, for the export (GET …/events/export). Both read the log as written, so every accepted envelope is there
- * once per acceptance (a sender's retry with the same idempotency key appears again, with that key: dedupe drops it
- * later in the pipeline, the export shows what was accepted).
- *
- * Time: an envelope's `received_at` decides. The log is entered a little around the range (the log's own time, the
- * embedded append time or the Kafka record timestamp, is close to received_at but not equal: a group commit or a
- * produce happens a moment later) and every envelope is checked against the range exactly.
+ * runtime, for the export: once per acceptance, so a sender's retry with the same idempotency key shows again.
+ * An envelope's `received_at` decides; the log's own time is only close to it (written a moment later), so the log
+ * is entered a margin around the range and every envelope is checked against the range exactly.
  */
 import type { Db } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';

@@ -1,13 +1,10 @@
 /**
  * Where each topic and each stage's consumer group stand, per topic AND partition, on either runtime, for
- * GET /admin/v1/pipeline. Numbers are never mixed across topics: a topic's counts are its own, a group's lag is its
- * input topic's records after its committed offsets.
- *
- * Embedded: one partition (0) per topic, rows of log_records. NOTE: the embedded log's offsets come from ONE
- * sequence shared by every topic, so an offset is a position, not a count: `records` and `lag` are counted rows.
- * Read in one statement, so the numbers are one snapshot (a stage at the end of its input has written everything
- * that input produced). Kafka: the brokers' low and high watermarks and each group's committed offsets (the admin
- * client), a partition's lag is high watermark minus committed offset (the log start when nothing is committed).
+ * GET /admin/v1/pipeline; a group's lag is its input topic's records after its committed offsets.
+ * Embedded: one partition (0) per topic, read in one statement so the numbers are one snapshot. NOTE: the embedded
+ * log's offsets come from ONE sequence shared by every topic, so an offset is a position, not a count: `records`
+ * and `lag` are counted rows. Kafka: watermarks and committed offsets from the admin client (lag from the log start
+ * when nothing is committed).
  */
 import type { Db } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';

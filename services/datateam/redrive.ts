@@ -1,20 +1,13 @@
 /**
- * Redrive: a dead letter goes back through its stage, under today's setup.
- *
- *  - A stage's letter (events.dlq: dedupe, enrich, the forwarder's intake) is appended again, key and value as read,
- *    to the topic the stage read it from, through the runtime's log (embedded: in the transaction that marks the
- *    letter redriven; Kafka: acknowledged by the broker before that transaction commits). It flows through the normal
- *    pipeline from there. It goes to the stage's own input, never to an earlier one: dedupe never saw a letter of a
- *    later stage as "seen" for nothing, and a letter of dedupe itself was never marked seen (a dead-lettered record's
- *    store writes are rolled back), so no redriven record is dropped as a duplicate of itself.
- *  - A forwarder letter (conversions.dlq: rejected by the platform, or unreadable) is rebuilt under today's
- *    forwarding setup (event source, pixel, test event code, and the platform event today's mapping gives the
- *    sender's event name) and filed into the outbox like the intake files a conversion (outbox-filing.ts): the sent
- *    ledger still decides, so a conversion delivered meanwhile is not sent twice.
- * A letter that cannot go back (no setup, its event no longer selected, the workspace disconnected, a record that
- * cannot be encoded) fails again: it stays a dead letter with its attempts raised and the new error. One that goes
- * back and fails in its stage again returns through the normal dead-lettering, with attempts raised
- * (shared/dead-letter.ts keys rows by origin).
+ * Redrive: a dead letter goes back through its stage, under today's setup (docs/decisions.md, "Issue 10: dead
+ * letters").
+ *  - A stage's letter (events.dlq) is appended again, key and value as read, to the stage's own input, never an
+ *    earlier one, so no redriven record is dropped by dedupe as a duplicate of itself. Embedded: in the transaction
+ *    that marks it redriven; Kafka: acknowledged by the broker before that transaction commits.
+ *  - A forwarder letter (conversions.dlq) is rebuilt under today's forwarding setup and filed into the outbox as the
+ *    intake files a conversion (outbox-filing.ts): the sent ledger still decides, so nothing goes twice.
+ * A letter that cannot go back (no setup, event no longer selected, disconnected, not encodable) stays a dead letter
+ * with its attempts raised and the new error.
  */
 import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../shared/conversion.js';
 import type { Db, Sql } from '../shared/db/db.js';

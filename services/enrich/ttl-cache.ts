@@ -1,16 +1,18 @@
+import { LRUCache } from 'lru-cache';
+
 /**
  * A small per-key cache with a short time to live, for read-mostly settings (forwarding setups, time zones) that
  * enrich would otherwise read once per event. A change is seen within the TTL; entries are plain values, so a
- * rolled-back transaction cannot leave anything wrong behind.
+ * rolled-back transaction cannot leave anything wrong behind. A TTL of 0 caches nothing.
  */
 export class TtlCache<V> {
-  private readonly entries = new Map<string, { value: V; until: number }>();
+  // Boxed because lru-cache does not store null or undefined, and "no setup" (null) is worth caching too.
+  private readonly entries: LRUCache<string, { readonly value: V }> | null;
 
-  constructor(
-    private readonly ttlMs: number,
-    private readonly maxEntries = 10_000,
-    private readonly now: () => number = Date.now,
-  ) {}
+  // ttlResolution 0 reads the clock on every lookup, so an injected clock is honoured to the millisecond.
+  constructor(ttlMs: number, maxEntries = 10_000, now: () => number = Date.now) {
+    this.entries = ttlMs > 0 ? new LRUCache({ max: maxEntries, ttl: ttlMs, ttlResolution: 0, perf: { now } }) : null;
+  }
 
   /**
    * Values of many keys: cached ones from memory, the others from ONE call of `loadMany` (a key it does not return
@@ -19,10 +21,9 @@ export class TtlCache<V> {
   async getMany(keys: readonly string[], loadMany: (missing: string[]) => Promise<Map<string, V>>, absent: V): Promise<Map<string, V>> {
     const out = new Map<string, V>();
     const missing: string[] = [];
-    const now = this.now();
     for (const key of new Set(keys)) {
-      const hit = this.entries.get(key);
-      if (hit && hit.until > now) out.set(key, hit.value);
+      const hit = this.entries?.get(key);
+      if (hit) out.set(key, hit.value);
       else missing.push(key);
     }
     if (missing.length === 0) return out;
@@ -30,22 +31,8 @@ export class TtlCache<V> {
     for (const key of missing) {
       const value = loaded.has(key) ? loaded.get(key)! : absent;
       out.set(key, value);
-      if (this.ttlMs > 0) {
-        if (this.entries.size >= this.maxEntries) this.entries.clear();
-        this.entries.set(key, { value, until: now + this.ttlMs });
-      }
+      this.entries?.set(key, { value });
     }
     return out;
-  }
-
-  async get(key: string, load: () => Promise<V>): Promise<V> {
-    const hit = this.entries.get(key);
-    if (hit && hit.until > this.now()) return hit.value;
-    const value = await load();
-    if (this.ttlMs > 0) {
-      if (this.entries.size >= this.maxEntries) this.entries.clear();
-      this.entries.set(key, { value, until: this.now() + this.ttlMs });
-    }
-    return value;
   }
 }

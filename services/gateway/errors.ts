@@ -85,10 +85,9 @@ export function sendError(
 
 /**
  * 5xx answers are logged with the request id, at a level that says whether anyone must act. A shed request
- * (`overloaded`) is the overload behaviour working: under a storm there are thousands a second, so they are counted
- * (gateway_shed_requests_total) and logged only at debug; a line with a stack for each one cost a third of the
- * process's time while it was shedding (bench/overload.ts). Events the store did not make durable in time
- * (`unavailable`) are a warning; anything else is a failure, logged with its stack.
+ * (`overloaded`) is the overload behaviour working, thousands a second under a storm: counted
+ * (gateway_shed_requests_total) and logged only at debug, since a line with a stack each would slow the shedding.
+ * Events the store did not make durable in time (`unavailable`) are a warning; anything else is logged with its stack.
  */
 function logServerSide(request: FastifyRequest, key: ProblemKey, err: unknown): void {
   if (PROBLEMS[key].status < 500) return;

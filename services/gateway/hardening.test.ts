@@ -1,7 +1,7 @@
 /**
- * Issue 14: every invalid input is a 4xx in the endpoint's own format, decided before anything is stored
- * (findings 2, 3, 5, 6), on both ingestion endpoints and the admin API, through the real app (in-memory embedded
- * store, real log). Each case checks the answer and that the log holds nothing more.
+ * Every invalid input is a 4xx in the endpoint's own format, decided before anything is stored, on both ingestion
+ * endpoints and the admin API, through the real app (in-memory embedded store, real log). Each case checks the
+ * answer and that the log holds nothing more.
  */
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

@@ -21,9 +21,8 @@ export interface RequestContext {
   readonly receivedAt: number;
 }
 
-// NOTE (performance): every envelope is built as ONE object literal with all its fields, in a fixed order. Spreading
-// shared fields into it (`{ ...requestFields(ctx, i), endpoint, … }`) cost ~7 µs per event on Node 20 and left the
-// envelope in dictionary mode, which made every later step (JSON/Avro encoding) slower too; see bench/README.md.
+// NOTE (performance): every envelope is built as ONE object literal with all its fields, in a fixed order: spreading
+// shared fields into it leaves the envelope in V8's dictionary mode, slowing every later step (bench/README.md).
 
 // ---- endpoint A ----------------------------------------------------------------------------------------------
 

@@ -1,6 +1,5 @@
 /**
- * Issue 14, finding 4: overload is shed inside the deadline, the deadline runs from the first byte, and a slow
- * body gets 408. Real sockets against the in-process app (real store and log).
+ * Overload is shed inside the deadline, the deadline runs from the first byte, and a slow body gets 408. Real sockets against the in-process app (real store and log).
  */
 import { Agent, request as httpRequest, type ServerResponse } from 'node:http';
 import { connect, type Socket } from 'node:net';
@@ -104,8 +103,7 @@ describe('the bytes bound (GATEWAY_MAX_IN_FLIGHT_BYTES)', () => {
 
 describe('a client that hangs up', () => {
   it('after sending its whole request gives its in-flight slot back: the next request is taken, not shed', async () => {
-    // One slot: a leaked one sheds every later request. (Found by bench/overload.ts: Fastify runs neither onResponse
-    // nor onRequestAbort for a complete request whose client left before the answer, and the slot stayed taken.)
+    // One slot: a leaked one sheds every later request.
     const { t, base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '1' });
     // The key is cached, so the held store below keeps only the append waiting.
     expect((await rawRequest(base, '/v1/events', key, JSON.stringify([webEvent()])).answer).status).toBe(202);
@@ -152,8 +150,7 @@ describe('a client that ignores Retry-After', () => {
   }
 
   it('gets its next 503 on the same connection SHED_HOLD_MS later; a new connection, or one that waited, at once', async () => {
-    // A closed-loop client that sends again as soon as it is shed made shedding the whole load (bench/overload.ts:
-    // 6,000 503s a second, 2 requests a second accepted). Its answers are held; other clients' are not.
+    // A client that sends again as soon as it is shed has its answers held; other clients' are not.
     const { base, key } = await start({ GATEWAY_MAX_IN_FLIGHT: '1' });
     // A request that takes the one slot, its body held (answered 408 at the deadline if never sent).
     const occupy = async () => {

@@ -4,16 +4,11 @@
  * - Event-loop pressure: @fastify/under-pressure samples the event-loop delay and utilisation; past
  *   GATEWAY_MAX_EVENT_LOOP_DELAY_MS or GATEWAY_MAX_EVENT_LOOP_UTILIZATION, new ingestion requests are shed.
  * - Bounded in-flight work: at most GATEWAY_MAX_IN_FLIGHT ingestion requests (lowered while answers are slow:
- *   AdaptiveLimit), and at most GATEWAY_MAX_IN_FLIGHT_BYTES
- *   of their declared bodies, at once per process; one more is shed at once (counters: no library bounds concurrent
- *   requests of a Fastify scope). The bytes bound is what keeps the deadline: the CPU a request costs grows with its
- *   events, and 256 requests of 100 events each queued ~2.5 s of parsing and validation behind one another, so
- *   every client waited past the deadline while nothing was shed (bench/overload.ts measured it).
- * Shedding runs first in the scope's onRequest chain, before the key lookup and before the body is read, so a
- * shed request costs almost nothing; a connection that sends again inside the Retry-After of its last 503 gets its
- * next one SHED_HOLD_MS later, so clients that ignore Retry-After cannot spend the time admitted requests need.
- * Health, metrics and the admin API are outside this scope: never shed. Each shed
- * marks ingestion pressure (shared/pressure.ts), on which the embedded stages yield.
+ *   AdaptiveLimit) and GATEWAY_MAX_IN_FLIGHT_BYTES of their declared bodies per process. The bytes bound is what
+ *   keeps the deadline, because a request's CPU grows with its events (docs/decisions.md, "Issue 14: hardening").
+ * Shedding runs first in the scope's onRequest chain, before the key lookup and the body, so a shed costs almost
+ * nothing. Health, metrics and the admin API are outside this scope: never shed. Each shed marks ingestion pressure
+ * (shared/pressure.ts), on which the embedded stages yield.
  */
 import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -34,13 +29,9 @@ export interface OverloadLimits {
 export const SHED_RETRY_AFTER_SECONDS = 1;
 
 /**
- * How long the 503 to a client that ignores Retry-After is held. A closed-loop client that sends again as soon as it
- * is shed makes shedding its own load: with 1,000 of them the process answered 6,000 503s a second, and admitted
- * requests waited so long for their turn that 2 a second were accepted where 80 were at 16 clients
- * (bench/overload.ts). Holding the answer to a request that came on a connection shed less than Retry-After ago
- * bounds what such a client costs (at most 1,000/HOLD requests a second per connection; its unread body waits in
- * the kernel, not in this process's memory or time) and still answers it well inside the deadline. A client that
- * honours Retry-After, or a new connection, is never held.
+ * How long the 503 is held for a connection shed less than Retry-After ago: a client that ignores Retry-After
+ * otherwise turns shedding into the whole load. Bounds such a connection to 1,000/HOLD requests a second and still
+ * answers inside the deadline; a client that waits as told, or a new connection, is never held.
  */
 export const SHED_HOLD_MS = 500;
 
@@ -67,12 +58,10 @@ export const inFlightLimit = new Gauge({
 });
 
 /**
- * The in-flight bound, adapted to how fast this process answers: the static bounds admit what the
- * machine could do when idle, and under overload the requests they admitted queued behind one another (50 requests
- * at the 30 a second the embedded default then serves: 1.7 s each, past the deadline). Every window, if more than
- * a tenth of the admitted requests answered in it took longer than the target, the limit shrinks by a quarter; if
- * none did and the limit was reached, it grows by a tenth (at least one). AIMD, as TCP's congestion window: it finds the concurrency the process can answer
- * inside the target and follows it as the load changes.
+ * The in-flight bound, adapted to how fast this process answers (AIMD, as TCP's congestion window): the static
+ * bounds admit what an idle machine could do, and under overload admitted requests would queue past the deadline.
+ * Every window, if more than a tenth of the answers took longer than the target, the limit shrinks by a quarter; if
+ * none did and the limit was reached, it grows by a tenth (at least one).
  */
 export class AdaptiveLimit {
   private value: number;
@@ -150,8 +139,7 @@ async function shed(request: FastifyRequest, reason: string, detail: string): Pr
 function shedError(reason: string, detail: string): IngestError {
   shedRequests.inc({ reason });
   markIngestPressure();
-  // A shed is an answer, not a fault: no stack is captured for it (capturing one through Fastify's hook chain cost
-  // about 30 µs a request, thousands of times a second while shedding).
+  // A shed is an answer, not a fault: no stack is captured, as that costs real time thousands of times a second.
   const stackFrames = Error.stackTraceLimit;
   Error.stackTraceLimit = 0;
   try {
@@ -199,11 +187,8 @@ export async function registerOverloadShedding(app: FastifyInstance, limits: Ove
     inFlightRequests.set(inFlight);
     adaptive.admitted(inFlight);
     counted.set(request, { bytes, at: Date.now() });
-    // The response's 'close' is the one signal every request ends with: answered, aborted while its body was
-    // arriving, or left by a client that hung up after sending it all. Fastify runs neither onResponse nor
-    // onRequestAbort for the last (the answer never finishes, and the request was not aborted: it was complete),
-    // so releasing there leaked the slot for good: after 51 such hang-ups the bytes bound shed every request
-    // (bench/overload.ts found it: each benchmark phase ends by closing its connections mid-request).
+    // The response's 'close' is the one signal every request ends with: Fastify runs neither onResponse nor
+    // onRequestAbort for a client that hangs up after sending its whole request, and that slot would leak.
     reply.raw.once('close', () => release(request, reply.statusCode));
   });
   const release = (request: object, status: number): void => {

@@ -1,16 +1,10 @@
 /**
- * Runs replay jobs (jobs.ts), one at a time per worker, on either runtime: the workspace's accepted events received in
- * [from, to) are read again from events.deduped (stream/range.ts: the log table, or the topic with a consumer of the
- * replay's own) and go through the enrich stage in replay mode and the forwarder's filing into the outbox, under
- * today's forwarding setup and connection. Each chunk is ONE database transaction: the conversions it files, the
- * job's counts and its cursor. A crash loses at most the chunk in flight, which runs again; the sent ledger and the
- * outbox decide what is sent, so nothing goes twice (unless `resend`: then ledger entries older than the job do not
- * count, and the ones it writes do).
- *
- * Below live work: a worker reads at most REPLAY_MAX_EVENTS_PER_SECOND of the workspace's events, in small chunks,
- * spends at most a fifth of the time in its chunks' transactions (it rests four times as long as a chunk took),
- * and waits while the live stages have a backlog (the live enrich and forwarder lag).
- * A dry run does the same work in a savepoint that it rolls back: the counts stay, nothing else.
+ * Runs replay jobs (jobs.ts), one at a time per worker, on either runtime: the workspace's events received in
+ * [from, to) are read again from events.deduped (stream/range.ts) through enrich in replay mode and the forwarder's
+ * filing into the outbox, under today's setup (docs/replay.md). Each chunk is ONE transaction (the conversions it
+ * files, the job's counts, its cursor), so a crash repeats at most that chunk, and the sent ledger and the outbox
+ * keep anything from going twice (unless `resend`). Below live work: a rate bound, a fifth of the time in its
+ * transactions at most, and a wait while the live stages have a backlog. A dry run rolls its savepoint back.
  */
 import { randomUUID } from 'node:crypto';
 import { createEnrichProcessor, type EnrichEntry } from '../enrich/processor.js';

@@ -1,5 +1,5 @@
 /**
- * Extra acceptors (issue 14): connections a copy of the listening socket accepts are served by the HTTP server like
+ * Extra acceptors: connections a copy of the listening socket accepts are served by the HTTP server like
  * its own, and a burst of connections that arrives while the event loop is blocked is taken in a few iterations.
  */
 import { spawn } from 'node:child_process';

@@ -2,16 +2,13 @@
  * Extra acceptors on the service's listening socket, so that a burst of new connections is taken while the process
  * is busy.
  *
- * Why: libuv accepts ONE connection per event-loop iteration (libuv PR #3696, in Node 20). Under load an iteration
- * takes 50–300 ms, so 1,000 clients connecting at once waited up to 10 s in the kernel's accept queue before the
- * service read a byte of their requests: out of reach of the deadline (it starts at the first byte) and of shedding.
- * Measured with 1,000 clients on the embedded default: 662 of the 713 answers that took over 1.5 s were the first
- * request of a connection accepted late. Every handle on the same listening socket accepts one more per iteration.
+ * Why: libuv accepts one connection per event-loop iteration, so under load a burst of new connections waits in the
+ * kernel's accept queue, out of reach of the deadline and of shedding (docs/decisions.md, "Late accepts"). Every
+ * handle on the same listening socket accepts one more per iteration.
  *
- * How: Node 22.12+ could listen several times with `reusePort`; Node 20 cannot. A listening socket sent over an IPC
- * channel arrives as a new descriptor of the same socket (SCM_RIGHTS), so a helper process that sends the socket back
- * `copies` times gives this process `copies` more descriptors. The helper never listens (it gets the raw handle) and
- * exits at once. Each copy hands its connections to the HTTP server, exactly as the server's own accepts do.
+ * How: a listening socket sent over an IPC channel arrives as a new descriptor of the same socket (SCM_RIGHTS), so a
+ * helper process that sends the raw handle back `copies` times gives this process `copies` more descriptors; the
+ * helper never listens and exits at once. Each copy hands its connections to the HTTP server as its own accepts do.
  */
 import { spawn } from 'node:child_process';
 import type { Server as HttpServer } from 'node:http';

@@ -1,5 +1,5 @@
 /**
- * Issue 14, finding 1: the service restarted with a CREDENTIALS_KEY that does not open the stored tokens. The
+ * The service restarted with a CREDENTIALS_KEY that does not open the stored tokens. The
  * real process (dist/, role all, embedded default) and the platform sandbox over loopback HTTP:
  * - ingestion, /healthz and /metrics keep answering promptly while conversions for that connection arrive;
  * - the connection shows needs_reauth with the reason, a metric counts the fault, its conversions are parked;

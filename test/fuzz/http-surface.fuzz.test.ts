@@ -1,5 +1,5 @@
 /**
- * Property-based fuzzing of the HTTP surface (issue 14) with fast-check, in-process (`app.inject`, the real app,
+ * Property-based fuzzing of the HTTP surface with fast-check, in-process (`app.inject`, the real app,
  * store and log): both ingestion endpoints' bodies and headers, and the admin API. Properties:
  * - no answer is a 5xx;
  * - an invalid request is never answered 2xx (and stores nothing); where the suite can decide invalidity cheaply

@@ -1,7 +1,7 @@
 /**
  * HTTP as a plain client on a slower link sends it: a POST whose body goes out in 256 KiB pieces (5 ms apart) while
  * the server may already have answered, then the answer read to its end. The oversized-body tests use it to show
- * that a 413 reaches a client still writing (issue 14, finding 6).
+ * that a 413 reaches a client still writing.
  */
 import { request } from 'node:http';
 

@@ -3,7 +3,7 @@
  * admin API in a console process, dedupe in a process of its own. Both replicas write the workspace's events to
  * events.raw keyed `workspace:idempotency-key` (so a key's events share a partition whichever replica took them), and
  * the same key sent to both replicas passes dedupe once. A 12 MB body gets a 413 a client can read. And the console
- * on this runtime (issue 11 builds and tests it on the embedded default): a member signs in, creates a named key
+ * on this runtime (its own tests run on the embedded default): a member signs in, creates a named key
  * through the API Key page, a gateway takes an event with it, and the page then shows the key as used; a workspace
  * the user does not belong to answers 404 by URL, and a form without its CSRF token is refused.
  */

@@ -3,7 +3,7 @@
  * when the transaction spans many fetches (its abort marker comes in a later fetch than its first records) and when
  * one producer aborted several transactions that come back in one fetch. Stages abort a transaction on every failure
  * and on fencing, so a consumer that let such records through would process them twice. This is the check a Kafka
- * client must pass before it may read the service's topics (docs/decisions.md, issue 21).
+ * client must pass before it may read the service's topics (docs/decisions.md, "The consumers stay on kafkajs").
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { GroupConsumer } from '../../services/shared/kafka/consumer.js';

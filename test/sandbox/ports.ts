@@ -1,9 +1,9 @@
 import { createServer, type Server } from 'node:net';
 
 /**
- * `n` distinct free TCP ports on loopback. All `n` listeners are held open until every one is bound, so two calls
- * in a row cannot hand out the same port (they did: a broker got one port for both its listeners and refused to
- * start). Closed again before returning; another process may still take one in between (good enough for tests).
+ * `n` distinct free TCP ports on loopback. All `n` listeners are held open until every one is bound, so one call
+ * never hands out the same port twice (a broker given one port for both its listeners refuses to start). Closed
+ * again before returning; another process may still take one in between (good enough for tests).
  */
 export async function freePorts(n: number): Promise<number[]> {
   const servers: Server[] = [];

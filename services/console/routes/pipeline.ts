@@ -4,7 +4,7 @@
  *  - topics and consumers: offsets and lag per topic AND partition (datateam/log-positions.ts: the embedded log's
  *    tables read in one statement, or the brokers' watermarks and the groups' committed offsets on Kafka);
  *  - dead_letters: per stage, how many wait and the oldest (datateam/dead-letter-repo.ts);
- *  - replays: the replays running now, from `listRunningReplays` (none until replay jobs provide it).
+ *  - replays: the replays running now, from `listRunningReplays`.
  */
 import type { FastifyInstance } from 'fastify';
 import type { DeadLetterRepo, StageSummary } from '../../datateam/dead-letter-repo.js';

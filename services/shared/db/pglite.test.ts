@@ -1,5 +1,5 @@
 /**
- * The embedded store's turns (issue 14): the gateway's appends (urgent) go before waiting stage batches, and a batch
+ * The embedded store's turns: the gateway's appends (urgent) go before waiting stage batches, and a batch
  * is never passed over for longer than the fairness bound.
  */
 import { afterAll, describe, expect, it } from 'vitest';

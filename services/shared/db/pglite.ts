@@ -1,12 +1,9 @@
 /**
  * The embedded store: PGlite (Postgres compiled to WASM) in DATA_DIR, run on a worker thread of its own.
  *
- * Why a thread: PGlite executes each statement synchronously and resolves its promise without leaving the
- * microtask queue, so on the service's own thread a backlog of statements (the gateway's appends, the stages'
- * batches) held the event loop for hundreds of milliseconds at a time. Requests then waited unread in their sockets,
- * past the 1.5 s deadline and out of reach of overload shedding (bench/overload.ts measures it). On a
- * thread of its own the database runs beside the event loop instead of inside it, and on a machine with a free core
- * also in parallel with it.
+ * Why a thread: PGlite executes each statement synchronously and resolves it inside the microtask queue, so on the
+ * service's own thread a backlog of statements keeps the event loop from reading sockets, past the deadline and out
+ * of reach of shedding (docs/decisions.md, "PGlite on a worker thread").
  *
  * The thread holds the one PGlite connection; this side serialises use of it: a transaction holds it from BEGIN to
  * COMMIT or ROLLBACK, and a query outside a transaction waits for it (as PGlite's own transaction() does).
@@ -60,9 +57,8 @@ function errorOf(e: NonNullable<Reply['error']>): Error {
 
 /**
  * Runs tasks one at a time. Urgent tasks (a request waits for them) go before waiting normal ones (background work),
- * except that a normal task that has waited `fairnessMs` goes next: under a steady stream of urgent work the
- * background still gets a turn at least that often (the gateway's appends waited behind the stages'
- * batches and answered past the deadline; the stages must still move while ingestion is overloaded).
+ * except that a normal task that has waited `fairnessMs` goes next, so the stages still move while ingestion is
+ * overloaded.
  */
 export class Turns {
   private busy = false;
