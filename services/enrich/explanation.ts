@@ -6,12 +6,19 @@
  * reads it; kept CONVERSION_EXPLANATION_RETENTION_DAYS.
  */
 import type { AttributionKind, ConversionExplanation, ConversionReady, FieldExplanation, PlatformEventRecord } from '../shared/conversion.js';
+import { LRUCache } from 'lru-cache';
 import type { Sql } from '../shared/db/db.js';
 import type { ConsentState } from '../shared/envelope.js';
 import type { PiiMode } from '../shared/forwarding-setup.js';
 import type { ClusterReads } from './steps/link-identities.js';
 
-const iso = (ms: number): string => new Date(ms).toISOString();
+/** A graph node's times recur across its person's conversions: each is formatted once while it stays recent. */
+const isoTimes = new LRUCache<number, string>({ max: 50_000 });
+function iso(ms: number): string {
+  let s = isoTimes.get(ms);
+  if (s === undefined) isoTimes.set(ms, (s = new Date(ms).toISOString()));
+  return s;
+}
 
 export function explain(
   record: PlatformEventRecord,

@@ -170,6 +170,7 @@ export class GraphState implements ClusterReader {
   private newest = -Infinity;
   /** Store keys by scope and node: each is a SHA-256, computed once per batch. */
   private readonly keys = new Map<string, string>();
+  private readonly keyOfNode = new WeakMap<GraphNode, { scope: GraphScope; key: string }>();
 
   private constructor(
     private readonly store: KeyValueStore<GraphEntry>,
@@ -211,9 +212,13 @@ export class GraphState implements ClusterReader {
   }
 
   private keyOf(scope: GraphScope, n: GraphNode): string {
+    // The same node object comes back for its event's load, link and withdrawal: its key is remembered on it.
+    const known = this.keyOfNode.get(n);
+    if (known !== undefined && known.scope === scope) return known.key;
     const k = `${scope.workspaceId}\n${scope.keyMode}\n${n.kind}\n${n.value}`;
     let key = this.keys.get(k);
     if (key === undefined) this.keys.set(k, (key = nodeStoreKey(scope, n)));
+    this.keyOfNode.set(n, { scope, key });
     return key;
   }
 

@@ -108,21 +108,36 @@ export const dedupeStateMapping: TopicMapping<DedupeStateValue> = {
 export const conversionMapping: TopicMapping<ConversionReady> = {
   schemaFile: 'conversion-ready.avsc',
   toAvro(c) {
-    const { user, properties, transaction_id, ...record } = c.record;
-    const { explanation, ...conversion } = c;
+    // One literal per level (no rest/spread: V8's slow path, once per conversion).
+    const r = c.record;
+    const u = r.user;
     return {
-      ...conversion,
+      v: c.v,
+      workspace_id: c.workspace_id,
+      key_mode: c.key_mode,
+      event_id: c.event_id,
+      received_at: c.received_at,
       request_id: c.request_id ?? null,
+      event_source: c.event_source,
+      event_source_id: c.event_source_id,
+      test_event_code: c.test_event_code,
       event_name: c.event_name ?? null,
-      explanation_json: explanation === undefined ? null : JSON.stringify(explanation),
       record: {
-        ...record,
-        page: { url: record.page.url },
-        consent: { ...record.consent },
-        user: user === undefined ? null : nullable(user, USER_FIELDS),
-        transaction_id: transaction_id ?? null,
-        properties_json: properties === undefined ? null : JSON.stringify(properties),
+        event: r.event,
+        event_id: r.event_id,
+        event_time: r.event_time,
+        limited_data_use: r.limited_data_use,
+        page: { url: r.page.url },
+        user:
+          u === undefined
+            ? null
+            : { email: u.email ?? null, phone: u.phone ?? null, external_id: u.external_id ?? null, ttclid: u.ttclid ?? null, user_agent: u.user_agent ?? null },
+        conversion_date_time: r.conversion_date_time,
+        transaction_id: r.transaction_id ?? null,
+        consent: { ad_user_data: r.consent.ad_user_data, ad_personalization: r.consent.ad_personalization },
+        properties_json: r.properties === undefined ? null : JSON.stringify(r.properties),
       },
+      explanation_json: c.explanation === undefined ? null : JSON.stringify(c.explanation),
     };
   },
   fromAvro(a) {
