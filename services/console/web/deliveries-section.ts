@@ -136,7 +136,7 @@ export interface RecentOutcomes {
 export async function recentOutcomes(db: Db, workspaceId: string, days: number): Promise<Map<string, RecentOutcomes>> {
   const r = await db.query<{ destination_id: string; outcome: DeliveryOutcome; n: unknown; last: Date | string }>(
     `SELECT destination_id, outcome, count(*) AS n, max(attempted_at) AS last FROM deliveries
-     WHERE workspace_id = $1 AND attempted_at >= now() - $2 * interval '1 day' GROUP BY 1, 2`,
+     WHERE workspace_id = $1 AND attempted_at >= now() - $2::double precision * interval '1 day' GROUP BY 1, 2`,
     [workspaceId, days],
   );
   const out = new Map<string, { counts: Record<DeliveryOutcome, number>; last: { at: string; outcome: DeliveryOutcome } | null }>();
