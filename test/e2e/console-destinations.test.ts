@@ -125,7 +125,8 @@ describe('the Destinations pages in Chromium', () => {
     const row = page.getByRole('row', { name: /Meta main pixel/ });
     const cells = (await row.locator('td').allTextContents()).map((c) => c.trim());
     expect(cells.slice(0, 3)).toEqual(['Meta main pixel', 'Meta', 'connected']);
-    await accessible('destinations');
+    // Checked, not pictured: the list's picture is taken once it has deliveries (below).
+    expect(await seriousViolations(page)).toEqual([]);
   });
 
   it('opens its deliveries: a purchase sent, one refused and sent again with "Redrive shown" on its page', async () => {
@@ -138,6 +139,11 @@ describe('the Destinations pages in Chromium', () => {
     expect(await deliveriesTable().getByRole('row', { name: new RegExp(sentId) }).count()).toBe(1);
     expect(await deliveriesTable().getByRole('row', { name: /TikTok/ }).count()).toBe(0);
     await accessible('destination');
+    // On a phone: nothing wider than the screen but the tables' own scroll areas.
+    await page.setViewportSize({ width: 390, height: 844 });
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(390);
+    expect(await seriousViolations(page)).toEqual([]);
+    await page.setViewportSize({ width: 1100, height: 800 });
 
     await fetch(`${stand.meta.controlUrl}/faults`, {
       method: 'POST',
@@ -157,9 +163,16 @@ describe('the Destinations pages in Chromium', () => {
       await page.goto(`${url}/console/w/${ws}/destinations/${metaId}`);
       return (await deliveriesTable().getByRole('row', { name: new RegExp(`${refusedId}.*sent`) }).count()) === 1;
     }, 15_000);
+    // The list counts them: both purchases sent now (the refused one's record turned sent), the latest attempt shown.
+    await page.goto(`${url}/console/w/${ws}/destinations`);
+    const cells = (await page.getByRole('row', { name: /Meta main pixel/ }).locator('td').allTextContents()).map((c) => c.trim());
+    expect(cells[4]).toMatch(/UTC \(sent\)$/);
+    expect(cells.slice(5)).toEqual(['2', '0', '0', '0']);
+    await accessible('destinations');
   });
 
   it('disconnects it, then removes it, each after a confirmation', async () => {
+    await page.getByRole('link', { name: 'Meta main pixel' }).click();
     await page.getByRole('link', { name: 'Disconnect Meta' }).click();
     expect(await page.getByRole('alert').textContent()).toContain('Access must also be removed on the platform side');
     await accessible('destination-disconnect-confirm');
