@@ -8,10 +8,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { audit } from '../../forwarder/connection-repo.js';
 import { DESTINATION_KINDS, type DestinationKindName } from '../../forwarder/destinations/kind.js';
+import { KindNotConnectableError } from '../../forwarder/destinations/flow.js';
 import { GoogleNotConfiguredError } from '../../forwarder/destinations/google.js';
 import { MetaNotConfiguredError } from '../../forwarder/destinations/meta.js';
 import type { Destination } from '../../forwarder/destinations/repo.js';
 import { TIKTOK_DESTINATION_ID } from '../../forwarder/delivery-repo.js';
+import { PlatformNotConfiguredError } from '../../forwarder/platform-client.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
 import { connectionView } from '../routes/connection.js';
 import { disconnectDestination } from '../routes/destinations.js';
@@ -195,8 +197,9 @@ export function destinationsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): 
       // Through the service's own start link: it binds the flow to this browser (a cookie), then goes on to the platform.
       return reply.header('cache-control', 'no-store').redirect(started.startUrl, 303);
     } catch (err) {
-      if (!(err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError)) throw err;
-      return destinationPage(request, reply, a, { error: sentence(err.message) }, 503);
+      const refused = [MetaNotConfiguredError, GoogleNotConfiguredError, PlatformNotConfiguredError, KindNotConnectableError].some((c) => err instanceof c);
+      if (!refused) throw err;
+      return destinationPage(request, reply, a, { error: sentence((err as Error).message) }, 503);
     }
   });
 
