@@ -31,7 +31,8 @@ async function stored(): Promise<string> {
   const workspaces = await running.admin.call('GET', '/admin/v1/workspaces?limit=100');
   const keys = await running.admin.call('GET', `/admin/v1/workspaces/${ws}/api-keys`);
   const forwarding = await running.admin.call('GET', `/admin/v1/workspaces/${ws}/forwarding`);
-  return JSON.stringify([workspaces.body, keys.body, forwarding.status === 200 ? forwarding.body : forwarding.status]);
+  const destinations = await running.admin.call('GET', `/admin/v1/workspaces/${ws}/destinations`);
+  return JSON.stringify([workspaces.body, keys.body, forwarding.status === 200 ? forwarding.body : forwarding.status, destinations.body]);
 }
 
 describe('console form values the store cannot hold', () => {
@@ -41,6 +42,13 @@ describe('console form values the store cannot hold', () => {
     { what: 'an API key name with U+0000', page: '/console/w/WS/api-key', post: '/console/w/WS/api-key', fields: { name: 'web\u0000tag', mode: 'live' }, field: 'name' },
     { what: 'a field name with U+0000', page: '/console/w/WS/api-key', post: '/console/w/WS/api-key', fields: { 'na\u0000me': 'x', name: 'ok', mode: 'live' }, field: 'na\u0000me' },
     { what: 'a pixel id with U+0000', page: '/console/w/WS/forwarding', post: '/console/w/WS/forwarding', fields: { ...forwarding, event_source_id: 'PIX\u0000' }, field: 'event_source_id' },
+    {
+      what: 'a destination name with U+0000',
+      page: '/console/w/WS/destinations/new?kind=meta',
+      post: '/console/w/WS/destinations',
+      fields: { kind: 'meta', dest_name: 'Meta\u0000', pixel_id: '1', action_source: 'website', pii_mode: 'hashed', extra_name: 'purchase', extra_to: 'Purchase' },
+      field: 'dest_name',
+    },
     { what: 'an event name with U+0000', page: '/console/w/WS/forwarding', post: '/console/w/WS/forwarding', fields: { ...forwarding, extra_name: 'pur\u0000chase' }, field: 'extra_name' },
   ])('$what: 400 with a message, nothing stored', async ({ page, post, fields }) => {
     const before = await stored();

@@ -4,7 +4,7 @@
  * every other destination is a row of `destinations` (forwarder/destinations/repo.ts).
  */
 import { Ajv } from 'ajv';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply } from 'fastify';
 import { noContent, problems } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
@@ -44,12 +44,17 @@ export interface DestinationRouteDeps {
 const tiktokSetupValid = new Ajv({ allErrors: false, strict: false }).compile(setupBody);
 
 /** The setup as the kind requires it, or a message saying what is wrong. */
-export function parseSetup(kind: DestinationKindName, setup: unknown): { ok: true; setup: DestinationSetup } | { ok: false; message: string } {
+export function parseSetup(
+  kind: DestinationKindName,
+  setup: unknown,
+): { ok: true; setup: DestinationSetup } | { ok: false; message: string; issues?: ReadonlyArray<{ path: string; message: string }> } {
   if (kind === 'meta' || kind === 'google') {
     const r = (kind === 'meta' ? metaSetupSchema : googleSetupSchema).safeParse(setup);
     if (!r.success) {
       const i = r.error.issues[0]!;
-      return { ok: false, message: `setup.${i.path.join('.') || '(root)'}: ${i.message}` };
+      // Every issue too, for a form that shows each next to its field (the console).
+      const issues = r.error.issues.map((x) => ({ path: x.path.join('.'), message: x.message }));
+      return { ok: false, message: `setup.${i.path.join('.') || '(root)'}: ${i.message}`, issues };
     }
     const repeated = repeatedEventName(r.data.events);
     if (repeated !== undefined) return { ok: false, message: `setup.events: "${repeated}" is listed more than once` };
@@ -119,6 +124,27 @@ const authorizeSchema = {
   type: 'object',
   properties: { authorize_url: { type: 'string' }, redirect_uri: { type: 'string' }, expires_at: { type: 'string' } },
 } as const;
+
+/**
+ * Disconnects (or removes) a destination: credentials deleted and queued conversions dropped at once; the platform
+ * asked to revoke, briefly awaited. The admin API and the console both go through here.
+ */
+export async function disconnectDestination(
+  deps: Pick<DestinationRouteDeps, 'destinations' | 'meta' | 'google'>,
+  log: FastifyBaseLogger,
+  d: Destination,
+  remove: boolean,
+): Promise<void> {
+  const { accessToken, refreshToken, dropped } = remove ? { ...(await deps.destinations.remove(d.workspaceId, d.id)), dropped: 0 } : await deps.destinations.disconnect(d.id);
+  if (dropped > 0) destinationConversions.inc({ destination: d.kind, outcome: 'dropped', code: 'disconnected' }, dropped);
+  // Google: revoking the refresh token ends the whole grant; Meta: removing the app's permissions does.
+  const token = d.kind === 'google' ? (refreshToken ?? accessToken) : accessToken;
+  if (token === null) return;
+  const answer = d.kind === 'google' ? await deps.google.revoke(token) : await deps.meta.revoke(token);
+  if (answer.code === 0) log.info({ destination: d.id }, 'destination permissions revoked');
+  // A token Meta no longer takes has nothing left to revoke; anything else is logged for the operator.
+  else log.warn({ destination: d.id, code: answer.code, message: answer.message }, 'destination revocation not confirmed');
+}
 
 export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDeps): void {
   const forwarding = new ForwardingRepo(deps.db);
@@ -201,19 +227,6 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     },
   );
 
-  /** Credentials deleted and queued conversions dropped at once; the platform asked to revoke, briefly awaited. */
-  const disconnect = async (request: FastifyRequest, d: Destination, remove: boolean): Promise<void> => {
-    const { accessToken, refreshToken, dropped } = remove ? { ...(await deps.destinations.remove(d.workspaceId, d.id)), dropped: 0 } : await deps.destinations.disconnect(d.id);
-    if (dropped > 0) destinationConversions.inc({ destination: d.kind, outcome: 'dropped', code: 'disconnected' }, dropped);
-    // Google: revoking the refresh token ends the whole grant; Meta: removing the app's permissions does.
-    const token = d.kind === 'google' ? (refreshToken ?? accessToken) : accessToken;
-    if (token === null) return;
-    const answer = d.kind === 'google' ? await deps.google.revoke(token) : await deps.meta.revoke(token);
-    if (answer.code === 0) request.log.info({ destination: d.id }, 'destination permissions revoked');
-    // A token Meta no longer takes has nothing left to revoke; anything else is logged for the operator.
-    else request.log.warn({ destination: d.id, code: answer.code, message: answer.message }, 'destination revocation not confirmed');
-  };
-
   app.delete<{ Params: Params }>(
     '/admin/v1/workspaces/:ws/destinations/:id',
     { schema: { response: { 204: noContent('Removed: credentials deleted, revocation requested.'), ...problems(409) } } },
@@ -223,7 +236,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     if (id === FIRST_TIKTOK_ID) {
       throw new IngestError('conflict', `the TikTok destination is the workspace's forwarding setup: disconnect it with DELETE /admin/v1/workspaces/${ws}/connection`);
     }
-    await disconnect(request, await requireDestination(ws, id), true);
+    await disconnectDestination(deps, request.log, await requireDestination(ws, id), true);
     return reply.code(204).send();
     },
   );
@@ -265,7 +278,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
     const { ws, id } = request.params;
     await requireWorkspace(ws);
     if (id === FIRST_TIKTOK_ID) await disconnectWorkspace(deps, ws, 'admin', request.log);
-    else await disconnect(request, await requireDestination(ws, id), false);
+    else await disconnectDestination(deps, request.log, await requireDestination(ws, id), false);
     return reply.code(204).send();
     },
   );

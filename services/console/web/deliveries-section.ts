@@ -3,7 +3,7 @@
  * filter form's destination, outcome and days (UTC), the latest 50; and which of the shown ones an owner's "Redrive
  * shown" sends again (the dead and refused ones).
  */
-import type { Db } from '../../shared/db/db.js';
+import { toNumber, type Db } from '../../shared/db/db.js';
 import { DELIVERY_OUTCOMES, DeliveryRepo, TIKTOK_DESTINATION_ID, type Delivery, type DeliveryFilter, type DeliveryOutcome } from '../../forwarder/delivery-repo.js';
 
 const SHOWN = 50;
@@ -124,4 +124,28 @@ export function backQuery(body: DeliveryForm): string {
   }
   const s = q.toString();
   return s === '' ? '' : `?${s}`;
+}
+
+/** One destination's recent deliveries: how many of each outcome, and its latest attempt. */
+export interface RecentOutcomes {
+  readonly counts: Record<DeliveryOutcome, number>;
+  readonly last: { readonly at: string; readonly outcome: DeliveryOutcome } | null;
+}
+
+/** Per destination id, its deliveries last attempted in the last `days` days (the Destinations page). */
+export async function recentOutcomes(db: Db, workspaceId: string, days: number): Promise<Map<string, RecentOutcomes>> {
+  const r = await db.query<{ destination_id: string; outcome: DeliveryOutcome; n: unknown; last: Date | string }>(
+    `SELECT destination_id, outcome, count(*) AS n, max(attempted_at) AS last FROM deliveries
+     WHERE workspace_id = $1 AND attempted_at >= now() - $2::double precision * interval '1 day' GROUP BY 1, 2`,
+    [workspaceId, days],
+  );
+  const out = new Map<string, { counts: Record<DeliveryOutcome, number>; last: { at: string; outcome: DeliveryOutcome } | null }>();
+  for (const row of r.rows) {
+    const d = out.get(row.destination_id) ?? { counts: { sent: 0, refused: 0, retrying: 0, dead: 0 }, last: null };
+    d.counts[row.outcome] = toNumber(row.n);
+    const at = new Date(row.last).toISOString();
+    if (d.last === null || at > d.last.at) d.last = { at, outcome: row.outcome };
+    out.set(row.destination_id, d);
+  }
+  return out;
 }

@@ -19,12 +19,17 @@ import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
+import type { DestinationFlow } from '../../forwarder/destinations/flow.js';
+import type { GoogleClient } from '../../forwarder/destinations/google.js';
+import type { MetaClient } from '../../forwarder/destinations/meta.js';
+import type { DestinationRepo } from '../../forwarder/destinations/repo.js';
 import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
 import type { Revoker } from '../../forwarder/revoker.js';
 import type { Db } from '../../shared/db/db.js';
 import { repoRoot } from '../../shared/repo-root.js';
 import type { ConsoleUser, Membership } from '../user-repo.js';
 import { UnstorableFormValueError, unstorableFormValue } from './form-values.js';
+import { destinationsRoutes } from './destinations-routes.js';
 import { settingsRoutes } from './settings-routes.js';
 import { DbSessionStore } from './session-store.js';
 import type { AccountThrottleLimits } from './sign-in-throttle.js';
@@ -50,6 +55,13 @@ export interface ConsoleWebDeps {
   readonly flow: OAuthFlow;
   readonly connections: ConnectionRepo;
   readonly revoker: Revoker;
+  /** The workspace's other destinations, their connect flow, and the clients their disconnection revokes with. */
+  readonly destinations: DestinationRepo;
+  readonly destinationFlow: DestinationFlow;
+  readonly meta: MetaClient;
+  readonly google: GoogleClient;
+  /** Those platforms' authorize pages (Meta, Google): a Connect form redirects there too. */
+  readonly destinationAuthUrls: readonly string[];
   readonly plans: readonly string[];
   /** Sign-in attempts per client address per minute. */
   readonly signInAttemptsPerMinute?: number;
@@ -135,7 +147,7 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
         styleSrc: ["'self'"],
         imgSrc: ["'self'"],
         connectSrc: ["'self'"],
-        formAction: ["'self'", new URL(deps.platformAuthUrl).origin],
+        formAction: ["'self'", ...new Set([deps.platformAuthUrl, ...deps.destinationAuthUrls].map((u) => new URL(u).origin))],
         frameAncestors: ["'none'"],
         baseUri: ["'none'"],
       },
@@ -193,4 +205,5 @@ async function consoleScope(app: FastifyInstance, deps: ConsoleWebDeps): Promise
 
   signInRoutes(app, deps);
   settingsRoutes(app, deps);
+  destinationsRoutes(app, deps);
 }

@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PlatformNotConfiguredError } from '../../forwarder/platform-client.js';
 import { describeError } from '../../gateway/validation/validate.js';
 import { audit } from '../../forwarder/connection-repo.js';
-import type { ForwardingSetupInput, SelectedEvent } from '../../shared/forwarding-setup.js';
+import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
 import { LEGACY_PLATFORM_EVENTS, PLATFORM_EVENT_SOURCES, STANDARD_PLATFORM_EVENTS } from '../platform-events.js';
 import { connectionView, disconnectWorkspace } from '../routes/connection.js';
@@ -17,17 +17,18 @@ import { UserRepo, type ConsoleUser, type Membership } from '../user-repo.js';
 import { WorkspaceRepo } from '../workspace-repo.js';
 import { ExplanationRepo } from '../../privacy/explanations.js';
 import { ActivityRepo, deliveredChart } from './activity-repo.js';
+import { eventRows, eventsFromForm } from './destination-form.js';
 import { backQuery, deliveryIdsOf, readDeliveries, type DeliveryForm } from './deliveries-section.js';
 import { renderPage, type ConsoleWebDeps } from './plugin.js';
 import { actorOf } from './sign-in-routes.js';
 
-type WsParams = { Params: { ws: string } };
-interface Access {
+export type WsParams = { Params: { ws: string } };
+export interface Access {
   readonly user: ConsoleUser;
   readonly ws: Membership;
 }
 
-class ConsoleHttpError extends Error {
+export class ConsoleHttpError extends Error {
   constructor(
     readonly statusCode: number,
     message: string,
@@ -37,17 +38,16 @@ class ConsoleHttpError extends Error {
 }
 
 const ACTIVITY_DAYS = 7;
-const STATUS_TEXT = { connected: 'connected', needs_reauth: 'needs re-authorisation', disconnected: 'disconnected' } as const;
+export const STATUS_TEXT = { connected: 'connected', needs_reauth: 'needs re-authorisation', disconnected: 'disconnected' } as const;
 const validateSetup = new Ajv({ allErrors: false, strict: false }).compile(setupBody);
 
-export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void {
-  const users = new UserRepo(deps.db);
-  const keys = new WorkspaceRepo(deps.db);
-  const forwarding = new ForwardingRepo(deps.db);
-  const activity = new ActivityRepo(deps.db);
-
-  /** The signed-in member's access to the URL's workspace; redirects to sign-in when signed out. */
-  async function access(request: FastifyRequest<WsParams>, reply: FastifyReply, opts: { owner?: boolean } = {}): Promise<Access | undefined> {
+/** The signed-in member's access to the URL's workspace: redirects to sign-in when signed out; 404 for a workspace not theirs. */
+export function accessCheck(users: UserRepo) {
+  return async function access(
+    request: FastifyRequest<WsParams>,
+    reply: FastifyReply,
+    opts: { owner?: boolean } = {},
+  ): Promise<Access | undefined> {
     const user = request.session.user;
     if (!user) {
       await reply.redirect('/console', 303);
@@ -57,7 +57,16 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
     if (!ws) throw new ConsoleHttpError(404, `There is no workspace ${request.params.ws} among yours. Pick one from your workspaces.`);
     if (opts.owner && ws.role !== 'owner') throw new ConsoleHttpError(403, 'Only owners of this workspace can change this.');
     return { user, ws };
-  }
+  };
+}
+
+export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void {
+  const users = new UserRepo(deps.db);
+  const keys = new WorkspaceRepo(deps.db);
+  const forwarding = new ForwardingRepo(deps.db);
+  const activity = new ActivityRepo(deps.db);
+
+  const access = accessCheck(users);
 
   app.get<WsParams>('/w/:ws', async (request, reply) => reply.redirect(`/console/w/${encodeURIComponent(request.params.ws)}/api-key`, 303));
 
@@ -128,11 +137,7 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
       events: [],
     };
     const seen = await activity.eventNames(a.ws.workspaceId);
-    const mapped = new Map(setup.events.map((e) => [e.name, e.platform_event]));
-    const rows = [
-      ...seen.map((e) => ({ name: e.name, count: e.count as number | null, on: mapped.has(e.name), to: mapped.get(e.name) ?? '' })),
-      ...setup.events.filter((e) => !seen.some((s) => s.name === e.name)).map((e) => ({ name: e.name, count: null, on: true, to: e.platform_event })),
-    ];
+    const rows = eventRows(seen, setup.events);
     return renderPage(
       request,
       reply,
@@ -245,20 +250,7 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
   // "Redrive shown" of the Deliveries section: the dead and refused among the shown records, audited as this user.
   app.post<WsParams & { Body: DeliveryForm & { d?: string | string[] } }>('/w/:ws/activity/deliveries/redrive', async (request, reply) => {
     const a = await access(request, reply, { owner: true });
-    if (!a) return reply;
-    const letters = deps.deadLetters?.();
-    if (!letters) throw new ConsoleHttpError(503, 'Redriving is not available in this process; use the admin API.');
-    const back = `/console/w/${a.ws.workspaceId}/activity${backQuery(request.body ?? {})}#deliveries`;
-    const ids = deliveryIdsOf(request.body?.d);
-    if (ids.length === 0) {
-      request.session.flash = 'No dead or refused delivery is shown: nothing to send again.';
-      return reply.redirect(back, 303);
-    }
-    const r = await letters.redriveDeliveries(a.ws.workspaceId, ids, actorOf(a.user));
-    request.session.flash =
-      `${r.redriven} deliver${r.redriven === 1 ? 'y' : 'ies'} sent again.` +
-      (r.failed.length > 0 ? ` ${r.failed.length} could not go back: ${r.failed.slice(0, 3).map((f) => f.error).join('; ')}.` : '');
-    return reply.redirect(back, 303);
+    return a && redriveShown(deps, request, reply, a, `/console/w/${a.ws.workspaceId}/activity`);
   });
 
   // Dead letters back through their stage under today's setup: the admin API's redrive, audited as this user.
@@ -283,6 +275,29 @@ export function settingsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): void
   });
 }
 
+/** "Redrive shown": the dead and refused among the shown delivery records sent again, audited as the user; back to `page`. */
+export async function redriveShown(
+  deps: ConsoleWebDeps,
+  request: FastifyRequest<{ Body: DeliveryForm & { d?: string | string[] } }>,
+  reply: FastifyReply,
+  a: Access,
+  page: string,
+): Promise<FastifyReply> {
+  const letters = deps.deadLetters?.();
+  if (!letters) throw new ConsoleHttpError(503, 'Redriving is not available in this process; use the admin API.');
+  const back = `${page}${backQuery(request.body ?? {})}#deliveries`;
+  const ids = deliveryIdsOf(request.body?.d);
+  if (ids.length === 0) {
+    request.session.flash = 'No dead or refused delivery is shown: nothing to send again.';
+    return reply.redirect(back, 303);
+  }
+  const r = await letters.redriveDeliveries(a.ws.workspaceId, ids, actorOf(a.user));
+  request.session.flash =
+    `${r.redriven} deliver${r.redriven === 1 ? 'y' : 'ies'} sent again.` +
+    (r.failed.length > 0 ? ` ${r.failed.length} could not go back: ${r.failed.slice(0, 3).map((f) => f.error).join('; ')}.` : '');
+  return reply.redirect(back, 303);
+}
+
 /** The dead letter ids a form sent (one checkbox or several), each a plausible id. */
 function idsOf(v: string | string[] | undefined): string[] {
   return (Array.isArray(v) ? v : v === undefined ? [] : [v]).map((id) => id.trim()).filter((id) => /^[A-Za-z0-9_-]{1,64}$/.test(id));
@@ -292,21 +307,8 @@ const one = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v
 
 /** The Forwarding form as the admin API's setup body, checked by the same schema. */
 export function setupFromForm(body: Record<string, string | string[] | undefined>): { input: ForwardingSetupInput; problem?: string } {
-  const events: SelectedEvent[] = [];
-  const problems: string[] = [];
-  for (const field of Object.keys(body)) {
-    const m = /^name_(\d+)$/.exec(field);
-    if (!m) continue;
-    const name = one(body[field]);
-    const to = one(body[`to_${m[1]}`]);
-    if (one(body[`on_${m[1]}`]) !== '1') continue;
-    if (to === '') problems.push(`Choose the platform event for "${name}", or untick it.`);
-    else events.push({ name, platform_event: to });
-  }
-  const extraName = one(body.extra_name);
-  const extraTo = one(body.extra_to);
-  if (extraName !== '' && extraTo === '') problems.push(`Choose the platform event for "${extraName}".`);
-  if (extraName !== '' && extraTo !== '') events.push({ name: extraName, platform_event: extraTo });
+  const { events, problems: missing } = eventsFromForm(body);
+  const problems = [...missing.values()];
   const testCode = one(body.test_event_code);
   const input: ForwardingSetupInput = {
     event_source: one(body.event_source),
