@@ -39,6 +39,7 @@ export interface InputRecord<V> {
 export interface OutputRecord {
   readonly topic: TopicName;
   readonly key: string;
+  /** The input's own value object, unchanged (never mutate an input), lets a runtime pass on its bytes. */
   readonly value: unknown;
 }
 

@@ -12,7 +12,7 @@ import { IdempotentProducer, ProducerFencedError, TransactionalProducer } from '
 import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';
 import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
-import type { ReadRecord } from '../../services/shared/kafka/reader.js';
+import { readTopicRaw, type ReadRecord } from '../../services/shared/kafka/reader.js';
 import { drop, ok, perRecord, type DeadLetter, type Stage } from '../../services/stream/contract.js';
 import { Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
@@ -241,6 +241,51 @@ describe('failures inside a stage (in-process runner)', () => {
     const undecodable = letters.find((l) => l.value.reason === 'undecodable')!.value;
     expect(undecodable).toMatchObject({ key: `${ws}:p1`, value: { undecodable_base64: Buffer.from('{"not":"avro"}').toString('base64') } });
     expect(keysOf(await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped), ws, groupId).sort()).toEqual(['p1', 'p2']);
+  });
+
+  it('passes an input it forwards unchanged on as its bytes (dedupe), and encodes what it changes', async () => {
+    const ws = uniqueId('ws_bytes');
+    const name = uniqueId('bytes-');
+    const inner = createDedupeProcessor({ windowMs: 3_600_000 });
+    // The same envelope passed on (dedupe), and a copy with one field changed: only the copy is encoded again.
+    const stage: Stage<unknown, any> = {
+      ...inner,
+      name,
+      async processBatch(records, ctx) {
+        const outcomes = await inner.processBatch(records, ctx);
+        return outcomes.map((o) =>
+          o.type === 'ok' && (o.outputs[0]!.value as EventEnvelope).idempotency_key === 'changed'
+            ? ok({ ...o.outputs[0]!, value: { ...(o.outputs[0]!.value as EventEnvelope), name: 'renamed' } })
+            : o,
+        );
+      },
+    };
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    const fromRaw = await kit.ends(Topics.eventsRaw);
+    const fromDeduped = await kit.ends(Topics.eventsDeduped);
+    await produce(envelopes(ws, ['same', 'changed']));
+    runner = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: stage, options: { logger: silentLogger } });
+    await runner.start();
+    await waitFor('the stage drained events.raw', await drainedNow(groupId), 60_000, 200);
+    await runner.stop();
+    runner = undefined;
+
+    const mine = async (topic: typeof Topics.eventsRaw | typeof Topics.eventsDeduped, from: Map<number, bigint>) => {
+      const raw = await readTopicRaw(kit.connection, kit.admin, topic, { from });
+      const out = new Map<string, Buffer>();
+      for (const r of raw) {
+        const e = (await kit.serde.decode(topic, r.value!)) as EventEnvelope;
+        if (e.workspace_id === ws && (topic === Topics.eventsRaw || r.headers[STAGE_GROUP_HEADER] === groupId)) out.set(e.idempotency_key!, r.value!);
+      }
+      return out;
+    };
+    const input = await mine(Topics.eventsRaw, fromRaw);
+    const output = await mine(Topics.eventsDeduped, fromDeduped);
+    expect([...output.keys()].sort()).toEqual(['changed', 'same']);
+    expect(output.get('same')!.equals(input.get('same')!)).toBe(true);
+    expect(output.get('changed')!.equals(input.get('changed')!)).toBe(false);
+    expect(((await kit.serde.decode(Topics.eventsDeduped, output.get('changed')!)) as EventEnvelope).name).toBe('renamed');
   });
 
   it('evicts store entries older than the retention and tombstones them on the changelog', async () => {

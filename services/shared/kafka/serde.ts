@@ -190,6 +190,11 @@ export class AvroSerde {
     return this.codec(topic).id;
   }
 
+  /** The bytes (Confluent wire format) were written with the schema the topic's values are written with now. */
+  writtenWith(bytes: Buffer, topic: TopicName): boolean {
+    return bytes.length >= 5 && bytes.readUInt8(0) === MAGIC_BYTE && bytes.readInt32BE(1) === this.codec(topic).id;
+  }
+
   /** Encodes a value in the Confluent wire format; throws when it does not fit the topic's schema. */
   encode(topic: TopicName, value: unknown): Buffer {
     const codec = this.codec(topic);

@@ -389,7 +389,10 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
           if (outcome.type === 'ok') {
             try {
-              const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: serde.encode(o.topic, o.value), headers: this.headers, timestamp: d.record.timestamp } }));
+              // An input passed on unchanged (dedupe) keeps its bytes when the output topic's schema is the one it was written with.
+              const bytesOf = (o: OutputRecord): Buffer =>
+                o.value === value && d.record.value !== null && serde.writtenWith(d.record.value, o.topic) ? d.record.value : serde.encode(o.topic, o.value);
+              const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: bytesOf(o), headers: this.headers, timestamp: d.record.timestamp } }));
               for (const e of encoded) push(e.topic, e.record);
             } catch (err) {
               // NOTE: the record's state writes stay (they describe what was seen); its output goes to the dead letters.
