@@ -90,10 +90,12 @@ export interface ClusterReader {
  * later): a star from the event's best identifier to each node it was linked with; refused links get no edge.
  */
 /**
- * The event's links as edges from its anchor (its first merging identifier). An edge is evidence that its two
- * identifiers are one person: when the event merged nothing and its anchor was known, an identifier already in the
- * anchor's cluster adds none, so only edges to new identifiers (and organisations, which never join a cluster) are
- * written. `existing`: the identifiers known before the event, by nodeKey.
+ * The event's links as edges from its anchor (its first lasting identifier: user id, email, phone, client id). An edge
+ * is evidence that its two identifiers are one person, so it is written for a person's lasting identifiers and
+ * organisations only: a session or click id belongs to one visit and keeps its cluster on its own node. When the
+ * event merged nothing and its anchor was known, an identifier already in the anchor's cluster adds no evidence: only
+ * edges to new identifiers (and to organisations, which never join a cluster) are written. `existing`: the
+ * identifiers known before the event, by nodeKey.
  */
 export function addEventEdges(
   edges: Map<string, EdgeRow>,
@@ -103,11 +105,13 @@ export function addEventEdges(
   seenAt: number,
   existing: ReadonlyMap<string, string>,
 ): void {
-  const anchor = nodes.find((n) => KIND_RULES[n.kind].merges);
+  const lasting = (n: GraphNode) => KIND_RULES[n.kind].merges && KIND_RULES[n.kind].stable;
+  const anchor = nodes.find(lasting);
   if (!anchor) return;
   const all = plan.merge !== null || !existing.has(nodeKey(anchor));
   for (const n of nodes) {
-    if (n === anchor || (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved)) continue;
+    if (n === anchor || (KIND_RULES[n.kind].merges && !KIND_RULES[n.kind].stable)) continue;
+    if (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved) continue;
     if (!all && KIND_RULES[n.kind].merges && existing.has(nodeKey(n))) continue;
     // Stored in a canonical order so that (a, b) and (b, a) are one edge.
     const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
