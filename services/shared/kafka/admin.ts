@@ -170,6 +170,17 @@ export class KafkaAdmin {
   }
 
   /** Deletes consumer groups (empty ones: throw-away readers, finished test runs); unknown groups are ignored. */
+  /** Deletes topics and creates them again empty, as `specs` says (compacted topics refuse DeleteRecords). */
+  async recreateTopics(specs: readonly TopicSpec[]): Promise<void> {
+    const names = new Set(specs.map((s) => s.name));
+    await this.admin.deleteTopics({ topics: [...names] });
+    for (let attempt = 0; (await this.admin.listTopics()).some((t) => names.has(t)); attempt++) {
+      if (attempt >= 80) throw new Error(`topics not deleted: ${[...names].join(', ')}`);
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    await this.ensureTopics(specs);
+  }
+
   async deleteGroups(groupIds: readonly string[]): Promise<void> {
     if (groupIds.length === 0) return;
     await this.admin.deleteGroups({ groups: [...groupIds] }).catch(() => undefined);
