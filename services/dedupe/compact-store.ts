@@ -7,9 +7,9 @@
  * Layout: one open-addressing hash table (linear probing, power-of-two capacity, load ≤ 0.75, backward-shift
  * deletion) per key mode, over typed arrays, one slot per key:
  *   - a 96-bit fingerprint of the key (three independent 32-bit hashes), instead of the key string;
- *   - first_seen, epoch ms (Float64, exact: judge() compares at millisecond precision);
+ *   - first_seen, epoch ms (Float64, exact: dedupeVerdict() compares at millisecond precision);
  *   - request_id as its 16 bytes when it is a canonical lower-case UUID (what the gateway generates), else the string
- *     in a small side map. So get() gives back the exact DedupeState that was put: judge() is unchanged, and the
+ *     in a small side map. So get() gives back the exact DedupeState that was put: dedupeVerdict() is unchanged, and the
  *     state the runtime writes to the changelog (built from get()'s result for the other key mode) is exact too.
  *
  * Fingerprint collisions: two different keys with the same fingerprint would share a marker, so the second key's
@@ -18,7 +18,7 @@
  * at 1M keys — one lost event per ~58 years at 10,000 events/s — but one per ~7 months at 100M keys per store; the
  * third 32-bit word costs 4 bytes per slot and makes the loss negligible at any size a process can hold.)
  *
- * Eviction: evictExpired(now) removes markers whose first_seen is older than the window (judge() already treats them
+ * Eviction: evictExpired(now) removes markers whose first_seen is older than the window (dedupeVerdict() already treats them
  * as absent, so a verdict never changes). It cannot name the keys it evicts (it does not keep them): the changelog is
  * bounded by the topic's retention instead of tombstones (see the API notes for the runtime in bench/README.md).
  */
@@ -319,7 +319,7 @@ export class CompactDedupeStore implements KeyValueStore<DedupeState> {
 
   /**
    * Applies one changelog record while restoring (null: a tombstone). Markers already outside the window at `now` are
-   * not loaded (judge() would ignore them).
+   * not loaded (dedupeVerdict() would ignore them).
    */
   restore(key: string, value: DedupeState | null, _writtenAt: number, now: number): void {
     if (value === null || this.windowMs === undefined) {

@@ -7,7 +7,7 @@ import { sgtmEvent, serverEvent, webEvent } from '../../test/helpers/factories.j
 import { DAY, T0, fromA, fromB, webEnvelope } from '../../test/helpers/envelopes.js';
 import { label, processAll } from '../../test/helpers/stage-harness.js';
 import { createDedupeProcessor } from './processor.js';
-import { judge } from './seen-marker.js';
+import { dedupeVerdict } from './seen-marker.js';
 
 let db: Db;
 beforeAll(async () => {
@@ -119,7 +119,7 @@ describe('dedupe: first seen wins per (workspace, key)', () => {
   });
 });
 
-describe('dedupe: judge (pure)', () => {
+describe('dedupe: dedupeVerdict (pure)', () => {
   const e = { key_mode: 'live' as const, request_id: 'r1', received_at: T0, dedupe: { key: 'k', scope: 'request' as const } };
   it.each([
     { name: 'no state', state: undefined, expected: 'first' },
@@ -129,11 +129,11 @@ describe('dedupe: judge (pure)', () => {
     { name: 'no marker, as decoded from Avro (null)', state: { v: 1 as const, live: null, test: { first_seen: T0, request_id: 'r0' } }, expected: 'first' },
     { name: 'expired marker', state: { v: 1 as const, live: { first_seen: T0 - WINDOW, request_id: 'r0' } }, expected: 'first' },
   ])('$name → $expected', ({ state, expected }) => {
-    expect(judge(state, e, WINDOW).kind).toBe(expected);
+    expect(dedupeVerdict(state, e, WINDOW).kind).toBe(expected);
   });
 
   it('keeps the other mode\'s marker when it writes its own', () => {
-    const v = judge({ v: 1, test: { first_seen: 1, request_id: 't' } }, e, WINDOW);
+    const v = dedupeVerdict({ v: 1, test: { first_seen: 1, request_id: 't' } }, e, WINDOW);
     expect(v).toEqual({ kind: 'first', next: { v: 1, test: { first_seen: 1, request_id: 't' }, live: { first_seen: T0, request_id: 'r1' } } });
   });
 });

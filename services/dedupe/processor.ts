@@ -9,7 +9,7 @@ import { checkEnvelope } from '../shared/envelope-guard.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { CompactDedupeStore } from './compact-store.js';
-import { judge, type DedupeState } from './seen-marker.js';
+import { dedupeVerdict, type DedupeState } from './seen-marker.js';
 
 export const DEDUPE_STAGE = 'dedupe';
 export const DEDUPE_STORE = 'dedupe';
@@ -51,7 +51,7 @@ export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeSt
         }
         const storeKey = envelopeKey(e);
         // Reads see this batch's earlier writes: first seen wins inside one batch too.
-        const verdict = judge(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
+        const verdict = dedupeVerdict(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
         if (verdict.kind === 'duplicate') {
           outcomes.push(drop(verdict.reason));
           continue;

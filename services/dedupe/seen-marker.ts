@@ -33,7 +33,7 @@ export function isLive(marker: SeenMarker | null | undefined, at: number, window
   return marker != null && at - marker.first_seen < windowMs;
 }
 
-export function judge(state: DedupeState | undefined, e: Deduped, windowMs: number): Verdict {
+export function dedupeVerdict(state: DedupeState | undefined, e: Deduped, windowMs: number): Verdict {
   const marker = state?.[e.key_mode];
   if (isLive(marker, e.received_at, windowMs)) {
     if (e.dedupe.scope === 'request') {

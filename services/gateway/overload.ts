@@ -14,7 +14,7 @@ import underPressure from '@fastify/under-pressure';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { Counter, Gauge } from 'prom-client';
 import { registry } from '../shared/metrics.js';
-import { markIngestPressure } from '../shared/pressure.js';
+import { markIngestPressure } from '../shared/ingest-pressure.js';
 import { sleep } from '../shared/sleep.js';
 import { IngestError } from './problems.js';
 

@@ -4,7 +4,7 @@
  */
 import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase } from './open.js';
-import { Turns } from './pglite.js';
+import { FairTaskQueue } from './pglite.js';
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void;
@@ -12,9 +12,9 @@ function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
-describe('Turns', () => {
+describe('FairTaskQueue', () => {
   it('runs one task at a time; an urgent task goes before normal ones that were waiting', async () => {
-    const turns = new Turns(10_000);
+    const turns = new FairTaskQueue(10_000);
     const order: string[] = [];
     const first = gate();
     const holding = gate();
@@ -35,7 +35,7 @@ describe('Turns', () => {
 
   it('a normal task that waited the fairness bound goes before urgent ones', async () => {
     let clock = 0;
-    const turns = new Turns(500, () => clock);
+    const turns = new FairTaskQueue(500, () => clock);
     const order: string[] = [];
     const first = gate();
     const running = turns.run(async () => first.promise);
@@ -48,7 +48,7 @@ describe('Turns', () => {
   });
 
   it('a task that throws (even synchronously) fails alone; the next one runs', async () => {
-    const turns = new Turns();
+    const turns = new FairTaskQueue();
     const failing = turns.run((() => {
       throw new Error('boom');
     }) as () => Promise<void>);

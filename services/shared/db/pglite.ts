@@ -60,7 +60,7 @@ function errorOf(e: NonNullable<Reply['error']>): Error {
  * except that a normal task that has waited `fairnessMs` goes next, so the stages still move while ingestion is
  * overloaded.
  */
-export class Turns {
+export class FairTaskQueue {
   private busy = false;
   private readonly urgent: Array<() => void> = [];
   private readonly normal: Array<{ readonly since: number; readonly go: () => void }> = [];
@@ -157,7 +157,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       await send({ text: script, exec: true });
     },
   };
-  const turns = new Turns();
+  const turns = new FairTaskQueue();
   return {
     kind: 'pglite',
     query: (text, params) => turns.run(() => raw.query(text, params)),

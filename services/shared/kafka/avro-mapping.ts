@@ -22,7 +22,7 @@ export interface TopicMapping<T> {
 }
 
 /** Copies the non-null fields of `src` named in `fields` (optional properties: null ↔ absent). */
-function present<K extends string>(src: AvroValue, fields: readonly K[]): Partial<Record<K, any>> {
+function nonNullFields<K extends string>(src: AvroValue, fields: readonly K[]): Partial<Record<K, any>> {
   const out: Partial<Record<K, any>> = {};
   for (const f of fields) if (src[f] !== null && src[f] !== undefined) out[f] = src[f];
   return out;
@@ -77,7 +77,7 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       identifiers: (identifiers as AvroValue[]).map(
         (i): Identifier => ({ kind: i.kind, value: i.value, ...(i.alias === null ? {} : { alias: i.alias }) }),
       ),
-      session: session === null ? null : (present(session, SESSION_FIELDS) as SessionData),
+      session: session === null ? null : (nonNullFields(session, SESSION_FIELDS) as SessionData),
       payload: JSON.parse(payload_json as string),
     } as unknown as EventEnvelope;
   },
@@ -145,7 +145,7 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
     const out: PlatformEventRecord = {
       ...(record as Omit<PlatformEventRecord, 'page' | 'consent'>),
       page: { url: page.url },
-      ...(user === null ? {} : { user: present(user, USER_FIELDS) as PlatformUser }),
+      ...(user === null ? {} : { user: nonNullFields(user, USER_FIELDS) as PlatformUser }),
       ...(transaction_id === null ? {} : { transaction_id }),
       consent: { ad_user_data: consent.ad_user_data, ad_personalization: consent.ad_personalization },
       ...(properties_json === null ? {} : { properties: JSON.parse(properties_json) }),

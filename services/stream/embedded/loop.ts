@@ -5,7 +5,7 @@
  * process sheds requests (shared/pressure.ts).
  */
 import type { TopicName } from '../../shared/topics.js';
-import { underIngestPressure } from '../../shared/pressure.js';
+import { underIngestPressure } from '../../shared/ingest-pressure.js';
 import { sleep } from '../../shared/sleep.js';
 import type { EmbeddedLog } from './log.js';
 
