@@ -22,7 +22,7 @@ import { KafkaConnection } from '../../services/shared/kafka/client.js';
 import { readTopic, topicEnds, type ReadRecord } from '../../services/shared/kafka/reader.js';
 import { AvroSerde } from '../../services/shared/kafka/serde.js';
 import { silentLogger, type Logger } from '../../services/shared/logger.js';
-import { TOPIC_SPECS, type TopicName } from '../../services/shared/topics.js';
+import { TOPIC_SPECS, Topics, type TopicName } from '../../services/shared/topics.js';
 
 export const REPO_ROOT = join(import.meta.dirname, '..', '..');
 
@@ -120,6 +120,8 @@ export interface KafkaKit {
    * processes only what the test produces (the topics keep every earlier run's records).
    */
   startGroupsAtEnd(groups: ReadonlyArray<{ groupId: string; topic: TopicName }>): Promise<void>;
+  /** startGroupsAtEnd for the pipeline's stages of a service with this group prefix: dedupe, enrich, the graph sink, the forwarder's intake. */
+  startStagesAtEnd(prefix: string): Promise<void>;
   /**
    * Whether a group (full id) has committed a topic up to `upTo` (end offsets taken after the test wrote its
    * records; default: the current end). With `upTo`, traffic of others on the shared topic does not move the mark.
@@ -147,6 +149,14 @@ export async function kafkaKit(env: InfraEnv, groupPrefix = uniqueId('it-') + '-
         used.push(groupId);
         await admin.setGroupOffsets(groupId, topic, await topicEnds(admin, topic));
       }
+    },
+    async startStagesAtEnd(prefix) {
+      await this.startGroupsAtEnd([
+        { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
+        { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
+        { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
+        { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
+      ]);
     },
     async drained(groupId, topic, upTo) {
       const [ends, committed] = await Promise.all([upTo ?? topicEnds(admin, topic), admin.committedOffsets(groupId, topic)]);

@@ -5,7 +5,6 @@
  * sandbox, and the list and the TikTok destination's page show that delivery.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Topics } from '../../services/shared/topics.js';
 import { csrfOf, newBrowser, type Browser } from '../helpers/browser.js';
 import { webEvent } from '../helpers/factories.js';
 import { receivedBySandbox } from '../helpers/forwarder-rig.js';
@@ -23,12 +22,7 @@ beforeAll(async () => {
   kit = await kafkaKit(infraEnv());
   database = await freshDatabase(infraEnv().DATABASE_URL);
   const prefix = `${kit.groupPrefix}cd-`;
-  await kit.startGroupsAtEnd([
-    { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
-    { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
-    { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
-    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
-  ]);
+  await kit.startStagesAtEnd(prefix);
   svc = await startServiceWithSandbox(ADMIN, {
     KAFKA_BROKERS: infraEnv().KAFKA_BROKERS,
     SCHEMA_REGISTRY_URL: infraEnv().SCHEMA_REGISTRY_URL,

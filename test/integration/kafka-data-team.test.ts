@@ -30,12 +30,7 @@ beforeAll(async () => {
   database = await freshDatabase(infraEnv().DATABASE_URL);
   prefix = `${kit.groupPrefix}dt-`;
   // The stages start at the topics' ends: other tests' records on the shared broker are not this file's.
-  await kit.startGroupsAtEnd([
-    { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
-    { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
-    { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
-    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
-  ]);
+  await kit.startStagesAtEnd(prefix);
   svc = await startServiceWithSandbox(ADMIN, {
     KAFKA_BROKERS: infraEnv().KAFKA_BROKERS,
     SCHEMA_REGISTRY_URL: infraEnv().SCHEMA_REGISTRY_URL,

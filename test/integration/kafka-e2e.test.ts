@@ -47,12 +47,7 @@ beforeAll(async () => {
   fromReady = await kit.ends(Topics.conversionsReady);
   fromRaw = await kit.ends(Topics.eventsRaw);
   fromDeduped = await kit.ends(Topics.eventsDeduped);
-  await kit.startGroupsAtEnd([
-    { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
-    { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
-    { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
-    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
-  ]);
+  await kit.startStagesAtEnd(prefix);
   extra = {
     ...sandboxPlatformEnv(sandbox),
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),

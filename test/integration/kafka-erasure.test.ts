@@ -36,12 +36,7 @@ beforeAll(async () => {
   sandbox = await startSandbox({ port: 0 });
   const prefix = `${kit.groupPrefix}erasure-`;
   fromRaw = await kit.ends(Topics.eventsRaw);
-  await kit.startGroupsAtEnd([
-    { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
-    { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
-    { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
-    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
-  ]);
+  await kit.startStagesAtEnd(prefix);
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
     groupPrefix: prefix,

@@ -6,7 +6,6 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
-import { Topics } from '../../services/shared/topics.js';
 import { freshDatabase, infraEnv, kafkaKit, uniqueId, type KafkaKit } from '../helpers/infra.js';
 import { freePort } from '../sandbox/ports.js';
 import { expressionProblems, labelBoundProblems, startPrometheus, type RunningPrometheus } from '../helpers/prometheus.js';
@@ -27,12 +26,7 @@ beforeAll(async () => {
   database = await freshDatabase(infraEnv().DATABASE_URL);
   sandbox = await startSandbox({ port: 0 });
   const prefix = `${kit.groupPrefix}prom-`;
-  await kit.startGroupsAtEnd([
-    { groupId: `${prefix}dedupe`, topic: Topics.eventsRaw },
-    { groupId: `${prefix}enrich`, topic: Topics.eventsDeduped },
-    { groupId: `${prefix}forwarder`, topic: Topics.conversionsReady },
-    { groupId: `${prefix}identity-sink`, topic: Topics.identityChanges },
-  ]);
+  await kit.startStagesAtEnd(prefix);
   svc = await startKafkaService(infraEnv(), {
     databaseUrl: database.url,
     groupPrefix: prefix,
