@@ -117,11 +117,27 @@ describe('/destinations', () => {
       expect(r.body).toMatch(message);
     });
 
-    it('refuses a second TikTok destination, a kind change, deleting the first TikTok one, and unknown ids', async () => {
+    it('a second TikTok destination is a destination of its own; the first one stays the forwarding setup', async () => {
       const ws = await rig.workspace();
       const post = (payload: unknown) => app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
-      expect((await post({ kind: 'tiktok', name: 'a', setup: tiktokSetup })).statusCode).toBe(201);
-      expect((await post({ kind: 'tiktok', name: 'b', setup: tiktokSetup })).statusCode).toBe(409);
+      expect((await post({ kind: 'tiktok', name: 'a', setup: tiktokSetup })).json()).toMatchObject({ id: 'tiktok' });
+      const second = await post({ kind: 'tiktok', name: 'b', setup: { ...tiktokSetup, event_source_id: 'PIXEL456' } });
+      expect(second.statusCode, second.body).toBe(201);
+      expect(second.json()).toMatchObject({ kind: 'tiktok', name: 'b', status: 'disconnected', setup: { event_source_id: 'PIXEL456' } });
+      expect(second.json().id).toMatch(/^dst_/);
+      const first = await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/tiktok`, headers: auth });
+      expect(first.json()).toMatchObject({ setup: { event_source_id: 'PIXEL123' } });
+      const list = await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth });
+      expect(list.json().items.map((d: { id: string }) => d.id)).toEqual(['tiktok', second.json().id]);
+      expect((await post({ kind: 'tiktok', name: 'c', setup: { ...tiktokSetup, event_source: 'NOPE' } })).statusCode).toBe(422);
+      // Its connection starts the destination flow (the service's start link), not the workspace's.
+      const started = await app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations/${second.json().id}/connection`, headers: auth });
+      expect(started.statusCode, started.body).toBe(200);
+      expect(started.json().authorize_url).toMatch(/^http:\/\/svc\.test\/oauth\/destination\/start\?state=/);
+    });
+
+    it('refuses a kind change, deleting the first TikTok one, and unknown ids', async () => {
+      const ws = await rig.workspace();
       const m = await createMeta(ws);
       expect((await app.inject({ method: 'PUT', url: `/admin/v1/workspaces/${ws}/destinations/${m.id}`, headers: auth, payload: { kind: 'tiktok', name: 'x', setup: tiktokSetup } })).statusCode).toBe(422);
       expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/tiktok`, headers: auth })).statusCode).toBe(409);

@@ -39,6 +39,12 @@ export function planFanOut(c: Pick<ConversionReady, 'key_mode'>, eventName: stri
   return { action: 'queue', platformEvent: m.platform_event, testEventCode: '' };
 }
 
+/** What a destination's batches are grouped by: Meta's pixel, a TikTok destination's event source id (its pixel). */
+function batchSourceOf(setup: DestinationSetup): string {
+  if (typeof setup.pixel_id === 'string') return setup.pixel_id;
+  return typeof setup.event_source_id === 'string' ? setup.event_source_id : '';
+}
+
 /** Files the conversions for their workspaces' destinations; returns how many were queued. */
 export async function fileIntoDestinations(
   tx: Sql,
@@ -84,7 +90,7 @@ export async function fileIntoDestinations(
       queue.map((q) => q.dest.id),
       queue.map((q) => q.c.workspace_id),
       queue.map((q) => q.id),
-      queue.map((q) => (typeof q.dest.setup.pixel_id === 'string' ? q.dest.setup.pixel_id : '')),
+      queue.map((q) => batchSourceOf(q.dest.setup)),
       queue.map((q) => q.testEventCode),
       queue.map((q) => JSON.stringify({ ...q.c.record, event: q.platformEvent })),
       queue.map((q) => q.c.received_at),

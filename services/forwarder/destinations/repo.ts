@@ -27,6 +27,8 @@ export interface Destination {
   readonly status: ConnectionStatus;
   readonly statusReason: string | null;
   readonly accountId: string | null;
+  /** The ad account's IANA time zone, for kinds that read it when connecting (tiktok); else null. */
+  readonly timeZone: string | null;
   readonly accessExpiresAt: Date | null;
   readonly connectedAt: Date | null;
 }
@@ -71,10 +73,11 @@ interface Row {
   status: ConnectionStatus;
   status_reason: string | null;
   account_id: string | null;
+  time_zone: string | null;
   access_expires_at: unknown;
   connected_at: unknown;
 }
-const COLUMNS = 'id, workspace_id, kind, name, setup, status, status_reason, account_id, access_expires_at, connected_at';
+const COLUMNS = 'id, workspace_id, kind, name, setup, status, status_reason, account_id, time_zone, access_expires_at, connected_at';
 const view = (r: Row): Destination => ({
   id: r.id,
   workspaceId: r.workspace_id,
@@ -84,6 +87,7 @@ const view = (r: Row): Destination => ({
   status: r.status,
   statusReason: r.status_reason,
   accountId: r.account_id,
+  timeZone: r.time_zone,
   accessExpiresAt: toDate(r.access_expires_at),
   connectedAt: toDate(r.connected_at),
 });
@@ -140,26 +144,57 @@ export class DestinationRepo {
 
   // ------------------------------------------------------------ the connection
 
-  async storeConnected(id: string, c: { accessToken: string; expiresIn: number | undefined; accountId: string; refreshToken?: string }): Promise<void> {
+  async storeConnected(
+    id: string,
+    c: { accessToken: string; expiresIn: number | undefined; accountId: string; refreshToken?: string; timeZone?: string },
+  ): Promise<void> {
     await this.db.query(
       `UPDATE destinations SET status = 'connected', status_reason = NULL, account_id = $2, access_token_enc = $3, refresh_token_enc = $5,
+              time_zone = $6,
               access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END,
               generation = generation + 1, connected_at = now(), send_failures = 0, send_not_before = NULL,
               send_lease_owner = NULL, send_lease_until = NULL, updated_at = now()
        WHERE id = $1`,
-      [id, c.accountId, this.cipher.seal(c.accessToken, aad(id)), c.expiresIn ?? null, c.refreshToken === undefined ? null : this.cipher.seal(c.refreshToken, refreshAad(id))],
+      [
+        id,
+        c.accountId,
+        this.cipher.seal(c.accessToken, aad(id)),
+        c.expiresIn ?? null,
+        c.refreshToken === undefined ? null : this.cipher.seal(c.refreshToken, refreshAad(id)),
+        c.timeZone ?? null,
+      ],
     );
   }
 
-  /** A renewed access token, stored only while the connection it was renewed for still stands. */
-  async storeRefreshed(id: string, generation: number, accessToken: string, expiresIn: number | undefined): Promise<boolean> {
+  /**
+   * A renewed access token (and the refresh token, when the platform rotated it: the old one no longer works),
+   * stored only while the connection it was renewed for still stands.
+   */
+  async storeRefreshed(id: string, generation: number, accessToken: string, expiresIn: number | undefined, refreshToken?: string): Promise<boolean> {
     const r = await this.db.query(
-      `UPDATE destinations SET access_token_enc = $3,
+      `UPDATE destinations SET access_token_enc = $3, refresh_token_enc = COALESCE($5, refresh_token_enc),
               access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END, updated_at = now()
        WHERE id = $1 AND generation = $2 AND status = 'connected' RETURNING id`,
-      [id, generation, this.cipher.seal(accessToken, aad(id)), expiresIn ?? null],
+      [id, generation, this.cipher.seal(accessToken, aad(id)), expiresIn ?? null, refreshToken === undefined ? null : this.cipher.seal(refreshToken, refreshAad(id))],
     );
     return r.rows.length === 1;
+  }
+
+  /**
+   * Connected destinations with a refresh token whose access token expires within `leadMs` and that no one holds:
+   * renewed in the background, so a destination without traffic keeps its grant alive (refresh tokens expire too).
+   */
+  async dueForRefresh(leadMs: number, limit: number): Promise<string[]> {
+    const r = await this.db.query<{ id: string }>(
+      `SELECT id FROM destinations
+       WHERE status = 'connected' AND refresh_token_enc IS NOT NULL AND access_expires_at IS NOT NULL
+         AND access_expires_at <= now() + ${ms(leadMs)}
+         AND (send_not_before IS NULL OR send_not_before <= now())
+         AND (send_lease_until IS NULL OR send_lease_until < now())
+       ORDER BY access_expires_at LIMIT $1`,
+      [limit],
+    );
+    return r.rows.map((row) => row.id);
   }
 
   /** The refresh token of a destination (null: none, or it does not open under today's key). */

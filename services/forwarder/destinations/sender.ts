@@ -27,11 +27,22 @@ export interface DestinationSenderOptions {
 
 const PURGE_EVERY_MS = 60_000;
 
-/** A renewed access token, or why not (`transient`: try again later; otherwise the grant is gone). */
-export type RefreshOutcome = { readonly accessToken: string; readonly expiresIn: number | undefined } | { readonly error: string; readonly transient: boolean };
+/**
+ * A renewed access token (with the new refresh token when the platform rotates it), or why not (`transient`: try
+ * again later; otherwise the grant is gone).
+ */
+export type RefreshOutcome =
+  | { readonly accessToken: string; readonly expiresIn: number | undefined; readonly refreshToken?: string }
+  | { readonly error: string; readonly transient: boolean };
 
 /** Renews access tokens shortly before they expire, so the hourly expiry of OAuth kinds costs no refused request. */
 const REFRESH_AHEAD_MS = 60_000;
+/**
+ * Destinations without traffic are renewed in the background this long before expiry (checked every
+ * REFRESH_CHECK_MS), so their grants stay alive: TikTok's refresh tokens expire and rotate like the workspace's.
+ */
+const BACKGROUND_REFRESH_LEAD_MS = 5 * 60_000;
+const REFRESH_CHECK_MS = 5_000;
 
 export interface DestinationSenderDeps {
   /** Renews a destination's access token with its refresh token (kinds with `oauth_refresh`). */
@@ -50,6 +61,9 @@ export class DestinationSender {
   private readonly inflight = new Map<string, Promise<void>>();
   private stopping = false;
   private lastPurge = 0;
+  private lastRefreshCheck = 0;
+  /** The background renewal in progress, apart from the ticks so a slow token call never holds up sending. */
+  private refreshing: Promise<void> | null = null;
 
   constructor(private readonly deps: DestinationSenderDeps) {
     const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
@@ -67,7 +81,7 @@ export class DestinationSender {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.loop.stop();
-    await Promise.all(this.inflight.values());
+    await Promise.all([...this.inflight.values(), this.refreshing]);
   }
 
   /** The ledger's retention and the outbox's longest wait, once a minute. Exposed for tests. */
@@ -83,8 +97,43 @@ export class DestinationSender {
     }
   }
 
+  /**
+   * Renews, under each destination's send lease (so never beside a send), the access tokens that expire within
+   * BACKGROUND_REFRESH_LEAD_MS. Exposed for tests.
+   */
+  async refreshDue(now = Date.now()): Promise<void> {
+    if (now - this.lastRefreshCheck < REFRESH_CHECK_MS || !this.deps.refresh) return;
+    this.lastRefreshCheck = now;
+    const { destinations: repo, owner, options } = this.deps;
+    for (const id of await repo.dueForRefresh(BACKGROUND_REFRESH_LEAD_MS, 20)) {
+      if (this.stopping) return;
+      // A drain of this destination in this process holds the same lease owner: it renews by itself.
+      if (this.inflight.has(id)) continue;
+      const renewal = (async () => {
+        const leased = await repo.leaseForSending(id, owner, options.leaseMs);
+        if (!leased) return;
+        try {
+          if (this.deps.kindFor(leased.destination)?.auth === 'oauth_refresh') await this.renew(leased.destination, leased.generation);
+        } finally {
+          await repo.releaseSendLease(id, owner);
+        }
+      })();
+      this.inflight.set(id, renewal);
+      try {
+        await renewal;
+      } finally {
+        this.inflight.delete(id);
+      }
+    }
+  }
+
   async tick(): Promise<void> {
     await this.housekeeping();
+    this.refreshing ??= this.refreshDue()
+      .catch((err: unknown) => this.deps.logger.error({ err }, 'renewing destination tokens failed; will retry'))
+      .finally(() => {
+        this.refreshing = null;
+      });
     const { concurrency, lingerMs, batchSize } = this.deps.options;
     const free = concurrency - this.inflight.size;
     if (free <= 0 || this.stopping) return;
@@ -168,7 +217,7 @@ export class DestinationSender {
     const outcome: RefreshOutcome =
       refreshToken === null || !this.deps.refresh ? { error: 'no refresh token', transient: false } : await this.deps.refresh(d, refreshToken);
     if ('accessToken' in outcome) {
-      if (!(await repo.storeRefreshed(d.id, generation, outcome.accessToken, outcome.expiresIn))) return null;
+      if (!(await repo.storeRefreshed(d.id, generation, outcome.accessToken, outcome.expiresIn, outcome.refreshToken))) return null;
       this.deps.logger.info({ destination: d.id }, 'destination access token refreshed');
       return outcome.accessToken;
     }
