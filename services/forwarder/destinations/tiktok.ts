@@ -85,8 +85,8 @@ export function tiktokDestinationKind(
   };
   return {
     ...kind,
-    consent: (record) => ({ send: true, record: own(record) }),
-    request: (group, batch) => trackBody({ ...group, eventSource: setup.event_source }, batch),
+    // Applied to the request, not the queued record: a dead letter keeps the conversion as enrich built it.
+    request: (group, batch) => trackBody({ ...group, eventSource: setup.event_source }, batch.map((r) => ({ ...r, record: own(r.record) }))),
   };
 }
 
