@@ -36,7 +36,8 @@ export interface BatchGroup {
 /** A conversion the platform rejected permanently (or that could not be read), on conversions.dlq. */
 export interface ConversionDeadLetter {
   readonly stage: 'forwarder';
-  readonly reason: 'platform_rejected' | 'invalid_conversion';
+  /** `expired`: not delivered within FORWARDER_PARK_MAX_HOURS, with a failed attempt behind it. */
+  readonly reason: 'platform_rejected' | 'invalid_conversion' | 'expired';
   readonly workspace_id: string;
   readonly event_id: string;
   readonly event_source: string | null;
@@ -164,13 +165,29 @@ export class OutboxRepo {
   }
 
   /** Drops conversions that waited longer than maxAgeMs (a workspace that never reconnects); counts per workspace. */
-  async expireOld(maxAgeMs: number): Promise<Map<string, number>> {
+  async expireOld(maxAgeMs: number, now = Date.now()): Promise<Map<string, number>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string; event_id: string }>(
-        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id, event_id`,
+      const r = await tx.query<{ workspace_id: string; event_id: string; record: PlatformEventRecord; event_source: string; event_source_id: string; test_event_code: string }>(
+        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')}
+         RETURNING workspace_id, event_id, record, event_source, event_source_id, test_event_code`,
         [maxAgeMs],
       );
-      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: TIKTOK_DESTINATION_ID, eventId: row.event_id })));
+      const setups = new Map<string, ForwardingSetup | undefined>();
+      for (const ws of new Set(r.rows.map((row) => row.workspace_id))) setups.set(ws, await readForwardingSetup(tx, ws));
+      await deadLetterExpired(
+        tx,
+        r.rows.map((row) => ({
+          workspaceId: row.workspace_id,
+          destinationId: TIKTOK_DESTINATION_ID,
+          eventId: row.event_id,
+          record: row.record,
+          eventSource: row.event_source,
+          eventSourceId: row.event_source_id,
+          testEventCode: row.test_event_code,
+          sourceEvent: sourceEventOf(setups.get(row.workspace_id), row.record),
+        })),
+        now,
+      );
       const out = new Map<string, number>();
       for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
       await recordActivity(tx, [...out].map(([workspaceId, n]) => ({ workspaceId, kind: 'dropped' as const, key: 'expired', n })));
@@ -188,6 +205,65 @@ export class OutboxRepo {
     for (const row of r.rows) out[row.live ? 'pending' : 'parked'] += toNumber(row.n);
     return out;
   }
+}
+
+/** A conversion dropped from an outbox after waiting longer than FORWARDER_PARK_MAX_HOURS. */
+export interface ExpiredConversion {
+  readonly workspaceId: string;
+  /** `tiktok` (the workspace's first TikTok destination) or the destination's id. */
+  readonly destinationId: string;
+  /** The ledger id. */
+  readonly eventId: string;
+  readonly record: PlatformEventRecord;
+  readonly eventSource: string;
+  readonly eventSourceId: string;
+  /** '' = none. */
+  readonly testEventCode: string;
+  /** The sender's event name, for a redrive to rebuild the conversion under today's mapping. */
+  readonly sourceEvent: string | null;
+}
+
+/**
+ * Expired conversions with a failed attempt behind them turn their delivery records `dead` and become dead letters
+ * (reason `expired`, the platform's last answer in the message), like a refused conversion's: a redrive of the
+ * deliveries, or of the letter, sends them again. Those never tried (waiting for a connection) have no record and
+ * are only counted as dropped.
+ */
+export async function deadLetterExpired(tx: Sql, expired: readonly ExpiredConversion[], now: number): Promise<void> {
+  const marked = await markDeliveriesDead(tx, expired);
+  if (marked.length === 0) return;
+  const byKey = new Map(expired.map((e) => [`${e.workspaceId}\n${e.destinationId}\n${e.eventId}`, e]));
+  const letters = marked.flatMap((m) => {
+    const e = byKey.get(`${m.workspaceId}\n${m.destinationId}\n${m.eventId}`);
+    if (!e) return [];
+    const where = m.destinationId === TIKTOK_DESTINATION_ID ? '' : `destination ${m.destinationId}: `;
+    const last = m.answer ? `; last answer: ${m.answer.code ?? `HTTP ${m.answer.http_status}`} ${m.answer.message}` : '';
+    const value: ConversionDeadLetter = {
+      stage: 'forwarder',
+      reason: 'expired',
+      workspace_id: e.workspaceId,
+      event_id: e.record.event_id,
+      event_source: e.eventSource === '' ? null : e.eventSource,
+      event_source_id: e.eventSourceId === '' ? null : e.eventSourceId,
+      test_event_code: e.testEventCode === '' ? null : e.testEventCode,
+      // Not the platform's refusal: its last answer is in the message.
+      platform_code: null,
+      platform_message: `${where}not delivered within FORWARDER_PARK_MAX_HOURS${last}`.slice(0, 1000),
+      request_id: m.answer?.request_id ?? null,
+      record: e.record,
+      failed_at: now,
+    };
+    return [{ e, letter: { key: conversionKey({ workspace_id: e.workspaceId, event_id: e.record.event_id }), value } }];
+  });
+  if (letters.length === 0) return;
+  await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters.map((l) => l.letter)]]));
+  await recordDeadLetters(
+    tx,
+    letters.map(({ e, letter }) => {
+      const entry = conversionLetterEntry(letter.value, `expired at ${now}`, e.sourceEvent);
+      return e.destinationId === TIKTOK_DESTINATION_ID ? entry : { ...entry, origin: `${e.destinationId}:${e.eventId}` };
+    }),
+  );
 }
 
 /** The dead_letters row of a forwarder letter: its origin is the conversion's ledger id (test ones live apart). */
@@ -208,7 +284,7 @@ export function conversionLetterEntry(letter: ConversionDeadLetter, source: stri
 }
 
 /** The one sender event name a setup maps to a platform event, or null (none, or several: ambiguous). */
-export function sourceEventOf(setup: ForwardingSetup | undefined, record: unknown): string | null {
+export function sourceEventOf(setup: Pick<ForwardingSetup, 'events'> | undefined, record: unknown): string | null {
   const event = typeof record === 'object' && record !== null ? (record as { event?: unknown }).event : undefined;
   const names = (setup?.events ?? []).filter((m) => m.platform_event === event).map((m) => m.name);
   return names.length === 1 ? names[0]! : null;

@@ -13,10 +13,9 @@ import { newId } from '../../shared/ids.js';
 import { Topics } from '../../shared/topics.js';
 import { appendInTransaction } from '../../stream/embedded/log.js';
 import type { ConnectionStatus } from '../connection-repo.js';
-import { conversionLetterEntry, type BatchGroup, type ConversionDeadLetter } from '../outbox-repo.js';
+import { conversionLetterEntry, deadLetterExpired, sourceEventOf, type BatchGroup, type ConversionDeadLetter } from '../outbox-repo.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
-import { markDeliveriesDead } from '../delivery-repo.js';
 
 export interface Destination {
   readonly id: string;
@@ -372,13 +371,36 @@ export class DestinationRepo {
   }
 
   /** Drops conversions that waited longer than maxAgeMs (a destination never (re)connected); counts per workspace. */
-  async expireOld(maxAgeMs: number): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
+  async expireOld(maxAgeMs: number, now = Date.now()): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string; kind: DestinationKindName; destination_id: string; event_id: string }>(
+      const r = await tx.query<{
+        workspace_id: string;
+        kind: DestinationKindName;
+        destination_id: string;
+        event_id: string;
+        record: PlatformEventRecord;
+        event_source_id: string;
+        test_event_code: string;
+        setup: DestinationSetup | string;
+      }>(
         `DELETE FROM destination_outbox o USING destinations d
-         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)} RETURNING o.workspace_id, d.kind, o.destination_id, o.event_id`,
+         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)}
+         RETURNING o.workspace_id, d.kind, o.destination_id, o.event_id, o.record, o.event_source_id, o.test_event_code, d.setup`,
       );
-      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: row.destination_id, eventId: row.event_id })));
+      await deadLetterExpired(
+        tx,
+        r.rows.map((row) => ({
+          workspaceId: row.workspace_id,
+          destinationId: row.destination_id,
+          eventId: row.event_id,
+          record: row.record,
+          eventSource: row.kind,
+          eventSourceId: row.event_source_id,
+          testEventCode: row.test_event_code,
+          sourceEvent: sourceEventOf({ events: (typeof row.setup === 'string' ? (JSON.parse(row.setup) as DestinationSetup) : row.setup).events }, row.record),
+        })),
+        now,
+      );
       const out = new Map<string, { workspaceId: string; kind: DestinationKindName; n: number }>();
       for (const row of r.rows) {
         const k = `${row.workspace_id}\n${row.kind}`;
@@ -432,14 +454,10 @@ export class DestinationRepo {
         return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
       });
       await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-      const sourceEvent = (record: PlatformEventRecord): string | null => {
-        const names = destination.setup.events.filter((m) => m.platform_event === record.event).map((m) => m.name);
-        return names.length === 1 ? names[0]! : null;
-      };
       await recordDeadLetters(
         tx,
         letters.map(({ value }, i) => ({
-          ...conversionLetterEntry(value, `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`, sourceEvent(value.record as PlatformEventRecord)),
+          ...conversionLetterEntry(value, `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`, sourceEventOf(destination.setup, value.record)),
           origin: `${destination.id}:${rows[i]!.eventId}`,
         })),
       );
