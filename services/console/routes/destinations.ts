@@ -141,7 +141,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.post<{ Params: { ws: string }; Body: { kind: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations',
-    { schema: { body, response: { 201: destinationSchema, ...problems(409, 422) } } },
+    { schema: { body, response: { 201: destinationSchema, ...problems(422) } } },
     async (request, reply) => {
       const { ws } = request.params;
       await requireWorkspace(ws);
