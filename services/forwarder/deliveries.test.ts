@@ -90,6 +90,15 @@ describe('delivery records', () => {
     await rig.platform.sender!.drain(ws);
     await rig.platform.destinationSender!.drain(dst);
   }
+  /** The next request of each path answers 503. */
+  async function failOnceEach(): Promise<void> {
+    await sandboxControl(rig.sandbox, '/faults', { events: [{ http_status: 503, times: 1 }] });
+    await fetch(`${meta.controlUrl}/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ events: [{ pixel_id: PIXEL, http_status: 503, code: 2, message: 'Service temporarily unavailable', times: 1 }] }),
+    });
+  }
   async function records(ws: string): Promise<Map<string, Delivery>> {
     const list = await rig.platform.deliveries.list(ws, {}, { limit: 100 });
     return new Map(list.map((d) => [`${d.destination === 'tiktok' ? 'tiktok' : 'meta'} ${d.eventId}`, d]));
@@ -138,14 +147,7 @@ describe('delivery records', () => {
 
   it('after a retry: retrying with the platform\'s answer, then sent with two attempts', async () => {
     const { ws, dst } = await workspace();
-    // A redrive rebuilds the conversion under the workspace's forwarding setup of today.
-    await writeForwardingSetup(rig.db, ws, { ...SETUP, events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
-    await sandboxControl(rig.sandbox, '/faults', { events: [{ http_status: 503, times: 1 }] });
-    await fetch(`${meta.controlUrl}/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ events: [{ pixel_id: PIXEL, http_status: 503, code: 2, message: 'Service temporarily unavailable', times: 1 }] }),
-    });
+    await failOnceEach();
     const c = purchase(ws);
     await deliver(ws, dst, [c]);
     let got = await records(ws);
@@ -180,12 +182,7 @@ describe('delivery records', () => {
     const { ws, dst } = await workspace();
     // A redrive rebuilds the conversion under the workspace's forwarding setup of today.
     await writeForwardingSetup(rig.db, ws, { ...SETUP, events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
-    await sandboxControl(rig.sandbox, '/faults', { events: [{ http_status: 503, times: 1 }] });
-    await fetch(`${meta.controlUrl}/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ events: [{ pixel_id: PIXEL, http_status: 503, code: 2, message: 'Service temporarily unavailable', times: 1 }] }),
-    });
+    await failOnceEach();
     const [tried, waiting] = [purchase(ws), purchase(ws)];
     await deliver(ws, dst, [tried]);
     await rig.append([waiting]);
