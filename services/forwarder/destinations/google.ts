@@ -9,9 +9,8 @@ import { z } from 'zod';
 import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
-import { platformLatency } from '../metrics.js';
 import type { BatchGroup } from '../outbox-repo.js';
-import { parseRetryAfter, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
+import { platformCall, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
@@ -132,29 +131,8 @@ export class GoogleClient {
     });
   }
 
-  private async call(endpoint: PlatformEndpoint, url: string, init: { method: string; headers: Record<string, string>; body: string }): Promise<PlatformAnswer> {
-    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
-    const started = performance.now();
-    const observe = (outcome: string): void => platformLatency.observe({ endpoint, outcome }, (performance.now() - started) / 1000);
-    try {
-      const res = await this.fetchImpl(url, { ...init, headers: { accept: 'application/json', ...init.headers }, signal: timeout });
-      const g = parseGoogleAnswer(await res.text(), res.status);
-      observe(g.code === null ? `http_${res.status}` : String(g.code));
-      return { endpoint, httpStatus: res.status, transportError: null, ...g, retryAfterMs: parseRetryAfter(res.headers.get('retry-after'), this.now()) };
-    } catch (err) {
-      const timedOut = timeout.aborted || (err as Error)?.name === 'TimeoutError';
-      observe(timedOut ? 'timeout' : 'network');
-      return {
-        endpoint,
-        httpStatus: 0,
-        transportError: timedOut ? 'timeout' : 'network',
-        code: null,
-        message: timedOut ? `no answer within ${this.opts.timeoutMs} ms` : `network error: ${(err as Error)?.message ?? String(err)}`,
-        requestId: null,
-        data: null,
-        retryAfterMs: null,
-      };
-    }
+  private call(endpoint: PlatformEndpoint, url: string, init: { method: string; headers: Record<string, string>; body: string }): Promise<PlatformAnswer> {
+    return platformCall(endpoint, url, { ...init, headers: { accept: 'application/json', ...init.headers } }, { ...this.opts, fetch: this.fetchImpl, now: this.now }, parseGoogleAnswer);
   }
 }
 
