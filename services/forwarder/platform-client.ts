@@ -77,20 +77,28 @@ function snippet(text: string): string {
   return flat.length > 120 ? `${flat.slice(0, 120)}…` : flat;
 }
 
-/** Parses an answer body into the envelope fields; tolerant of anything the network may hand back. */
-export function parseEnvelope(
-  text: string,
-): { code: number | null; message: string; requestId: string | null; data: unknown } {
+/**
+ * An answer body as a JSON object, or, when it is none (a proxy's page, an empty body, an array), the answer that
+ * says so: every platform's parser starts here.
+ */
+export function jsonObjectOf(text: string): { readonly object: Record<string, unknown> } | { readonly unread: ParsedAnswer } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${snippet(text)}`, requestId: null, data: null };
+    return { unread: { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${snippet(text)}`, requestId: null, data: null } };
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { code: null, message: `not a JSON object: ${snippet(text)}`, requestId: null, data: null };
+    return { unread: { code: null, message: `not a JSON object: ${snippet(text)}`, requestId: null, data: null } };
   }
-  const o = parsed as Record<string, unknown>;
+  return { object: parsed as Record<string, unknown> };
+}
+
+/** Parses an answer body into the envelope fields; tolerant of anything the network may hand back. */
+export function parseEnvelope(text: string): ParsedAnswer {
+  const read = jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o = read.object;
   const code = typeof o.code === 'number' && Number.isSafeInteger(o.code) && o.code >= 0 ? o.code : null;
   const message = typeof o.message === 'string' ? o.message : code === null ? `no numeric code: ${snippet(text)}` : '';
   return {

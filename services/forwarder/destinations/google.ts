@@ -10,7 +10,7 @@ import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';
-import { platformCall, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
+import { jsonObjectOf, platformCall, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
@@ -51,16 +51,11 @@ export interface GoogleClientOptions {
  * A Google answer in the forwarder's terms: `code` 0 for success; for a `google.rpc.Status` its HTTP-like code,
  * for an OAuth error (token endpoint) the HTTP status, with the field violations or error description in the message.
  */
-export function parseGoogleAnswer(text: string, httpStatus: number): { code: number | null; message: string; requestId: string | null; data: unknown } {
-  let parsed: unknown;
-  try {
-    parsed = text.trim() === '' && httpStatus >= 200 && httpStatus < 300 ? {} : JSON.parse(text);
-  } catch {
-    const flat = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 120);
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${flat}`, requestId: null, data: null };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { code: null, message: 'not a JSON object', requestId: null, data: null };
-  const o = parsed as Record<string, unknown>;
+export function parseGoogleAnswer(text: string, httpStatus: number): ParsedAnswer {
+  // An empty 2xx body is a success, not an unreadable answer.
+  const read = text.trim() === '' && httpStatus >= 200 && httpStatus < 300 ? { object: {} } : jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o: Record<string, unknown> = read.object;
   if (typeof o.error === 'object' && o.error !== null) {
     const e = o.error as { code?: unknown; message?: unknown; status?: unknown; details?: unknown };
     const violations = (Array.isArray(e.details) ? e.details : [])

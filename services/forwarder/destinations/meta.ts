@@ -11,7 +11,7 @@ import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';
-import { platformCall, withStatusWhenUnread, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
+import { jsonObjectOf, platformCall, withStatusWhenUnread, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
@@ -57,18 +57,10 @@ export interface MetaClientOptions {
 }
 
 /** A Graph answer in the forwarder's terms: `code` 0 for success, the Graph error code otherwise. */
-export function parseGraphAnswer(text: string): { code: number | null; message: string; requestId: string | null; data: unknown } {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    const flat = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 120);
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${flat}`, requestId: null, data: null };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { code: null, message: 'not a JSON object', requestId: null, data: null };
-  }
-  const o = parsed as Record<string, unknown>;
+export function parseGraphAnswer(text: string): ParsedAnswer {
+  const read = jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o = read.object;
   const err = o.error;
   if (typeof err === 'object' && err !== null && !Array.isArray(err)) {
     const e = err as Record<string, unknown>;
