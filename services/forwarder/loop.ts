@@ -75,3 +75,76 @@ export class BackgroundLoop {
     }
   }
 }
+
+/**
+ * The senders' concurrent drains, one per key (a connection, a destination) at a time and at most `concurrency`
+ * at once, so one slow account never stalls the others. A drain that fails unexpectedly (a database error, a bug)
+ * is handed to `failed`, which backs its key off, and does not wake the loop; one that ends well wakes it, since
+ * more may be ready.
+ */
+export class DrainPool {
+  private readonly inflight = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly opts: {
+      readonly concurrency: number;
+      readonly drain: (key: string) => Promise<void>;
+      readonly failed: (key: string, err: unknown) => Promise<void>;
+      readonly wake: () => void;
+      readonly stopping: () => boolean;
+    },
+  ) {}
+
+  /** How many more drains may start now. */
+  get free(): number {
+    return this.opts.concurrency - this.inflight.size;
+  }
+
+  get busy(): number {
+    return this.inflight.size;
+  }
+
+  has(key: string): boolean {
+    return this.inflight.has(key);
+  }
+
+  /** Starts a drain for each key not already draining, while there is room. */
+  start(keys: readonly string[]): void {
+    for (const key of keys) {
+      if (this.inflight.size >= this.opts.concurrency) break;
+      if (this.inflight.has(key)) continue;
+      const drain = this.opts
+        .drain(key)
+        .then(
+          () => true,
+          async (err: unknown) => {
+            await this.opts.failed(key, err);
+            return false;
+          },
+        )
+        .then((ok) => {
+          this.inflight.delete(key);
+          if (ok && !this.opts.stopping()) this.opts.wake();
+        });
+      this.inflight.set(key, drain);
+    }
+  }
+
+  /** Runs other work on a key as a drain (no drain of that key meanwhile); false when one is in flight. */
+  async exclusive(key: string, work: () => Promise<void>): Promise<boolean> {
+    if (this.inflight.has(key)) return false;
+    const running = work();
+    this.inflight.set(key, running);
+    try {
+      await running;
+    } finally {
+      this.inflight.delete(key);
+    }
+    return true;
+  }
+
+  /** Waits for every drain in flight. */
+  async settle(): Promise<void> {
+    await Promise.all(this.inflight.values());
+  }
+}

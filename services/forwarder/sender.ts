@@ -16,7 +16,7 @@ import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { codeLabel } from './classify.js';
 import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
-import { BackgroundLoop } from './loop.js';
+import { BackgroundLoop, DrainPool } from './loop.js';
 import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
 import type { BatchGroup, OutboxRepo, OutboxRow } from './outbox-repo.js';
 import { TIKTOK_DESTINATION_ID, type DeliveryRepo } from './delivery-repo.js';
@@ -64,7 +64,7 @@ export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
 
 export class ForwardSender {
   private readonly loop: BackgroundLoop;
-  private readonly inflight = new Map<string, Promise<void>>();
+  private readonly drains: DrainPool;
   private stopping = false;
   private lastGauges = 0;
   private lastPurge = 0;
@@ -74,6 +74,17 @@ export class ForwardSender {
     this.kind = deps.kind ?? tiktokKind(deps.client);
     const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
     this.loop = new BackgroundLoop('forward-sender', poll, () => this.tick(), deps.logger);
+    this.drains = new DrainPool({
+      concurrency: deps.options.concurrency,
+      drain: (ws) => this.drain(ws),
+      // An unexpected failure backs this connection off like a retryable answer: it is not picked again at once.
+      failed: async (ws, err) => {
+        const delay = await this.backOffAfterError(ws);
+        this.deps.logger.error({ err, workspace: ws, retry_in_ms: delay }, 'sending failed; will retry');
+      },
+      wake: () => this.loop.wake(),
+      stopping: () => this.stopping,
+    });
   }
 
   start(): void {
@@ -89,36 +100,15 @@ export class ForwardSender {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.loop.stop();
-    await Promise.all(this.inflight.values());
+    await this.drains.settle();
   }
 
   /** Starts a drain for every connection that may send now, up to the concurrency. */
   async tick(): Promise<void> {
     await this.housekeeping();
-    const free = this.deps.options.concurrency - this.inflight.size;
-    if (free <= 0 || this.stopping) return;
+    if (this.drains.free <= 0 || this.stopping) return;
     const { lingerMs, batchSize } = this.deps.options;
-    const candidates = await this.deps.connections.sendable(this.deps.owner, free + this.inflight.size, lingerMs, batchSize);
-    for (const ws of candidates) {
-      if (this.inflight.size >= this.deps.options.concurrency) break;
-      if (this.inflight.has(ws)) continue;
-      const drain = this.drain(ws)
-        .then(
-          () => true,
-          async (err: unknown) => {
-            // An unexpected failure (a database error, a bug) backs this connection off like a retryable answer:
-            // it is not picked again at once, and the loop is not woken for it.
-            const delay = await this.backOffAfterError(ws);
-            this.deps.logger.error({ err, workspace: ws, retry_in_ms: delay }, 'sending failed; will retry');
-            return false;
-          },
-        )
-        .then((ok) => {
-          this.inflight.delete(ws);
-          if (ok && !this.stopping) this.loop.wake();
-        });
-      this.inflight.set(ws, drain);
-    }
+    this.drains.start(await this.deps.connections.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   /** Backs a connection off after an unexpected error; the delay, or null when even that failed. */

@@ -7,7 +7,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from '../backoff.js';
 import { codeLabel } from '../classify.js';
-import { BackgroundLoop } from '../loop.js';
+import { BackgroundLoop, DrainPool } from '../loop.js';
 import { destinationConversions, endToEndLatency } from '../metrics.js';
 import { deliverBatch } from './deliver.js';
 import type { DestinationKind } from './kind.js';
@@ -58,7 +58,7 @@ export interface DestinationSenderDeps {
 
 export class DestinationSender {
   private readonly loop: BackgroundLoop;
-  private readonly inflight = new Map<string, Promise<void>>();
+  private readonly drains: DrainPool;
   private stopping = false;
   private lastPurge = 0;
   private lastRefreshCheck = 0;
@@ -68,6 +68,17 @@ export class DestinationSender {
   constructor(private readonly deps: DestinationSenderDeps) {
     const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
     this.loop = new BackgroundLoop('destination-sender', poll, () => this.tick(), deps.logger);
+    this.drains = new DrainPool({
+      concurrency: deps.options.concurrency,
+      drain: (id) => this.drain(id),
+      // A database error or a bug: this destination backs off like after a retryable answer.
+      failed: async (id, err) => {
+        const delay = await this.backOffAfterError(id);
+        this.deps.logger.error({ err, destination: id, retry_in_ms: delay }, 'sending to a destination failed; will retry');
+      },
+      wake: () => this.loop.wake(),
+      stopping: () => this.stopping,
+    });
   }
 
   start(): void {
@@ -81,7 +92,7 @@ export class DestinationSender {
   async stop(): Promise<void> {
     this.stopping = true;
     await this.loop.stop();
-    await Promise.all([...this.inflight.values(), this.refreshing]);
+    await Promise.all([this.drains.settle(), this.refreshing]);
   }
 
   /** The ledger's retention and the outbox's longest wait, once a minute. Exposed for tests. */
@@ -107,9 +118,8 @@ export class DestinationSender {
     const { destinations: repo, owner, options } = this.deps;
     for (const id of await repo.dueForRefresh(BACKGROUND_REFRESH_LEAD_MS, 20)) {
       if (this.stopping) return;
-      // A drain of this destination in this process holds the same lease owner: it renews by itself.
-      if (this.inflight.has(id)) continue;
-      const renewal = (async () => {
+      // As a drain: a drain of this destination in this process holds the same lease owner (and renews by itself).
+      await this.drains.exclusive(id, async () => {
         const leased = await repo.leaseForSending(id, owner, options.leaseMs);
         if (!leased) return;
         try {
@@ -117,13 +127,7 @@ export class DestinationSender {
         } finally {
           await repo.releaseSendLease(id, owner);
         }
-      })();
-      this.inflight.set(id, renewal);
-      try {
-        await renewal;
-      } finally {
-        this.inflight.delete(id);
-      }
+      });
     }
   }
 
@@ -134,29 +138,9 @@ export class DestinationSender {
       .finally(() => {
         this.refreshing = null;
       });
-    const { concurrency, lingerMs, batchSize } = this.deps.options;
-    const free = concurrency - this.inflight.size;
-    if (free <= 0 || this.stopping) return;
-    const candidates = await this.deps.destinations.sendable(this.deps.owner, free + this.inflight.size, lingerMs, batchSize);
-    for (const id of candidates) {
-      if (this.inflight.size >= concurrency) break;
-      if (this.inflight.has(id)) continue;
-      const drain = this.drain(id)
-        .then(
-          () => true,
-          async (err: unknown) => {
-            // A database error or a bug: this destination backs off like after a retryable answer.
-            const delay = await this.backOffAfterError(id);
-            this.deps.logger.error({ err, destination: id, retry_in_ms: delay }, 'sending to a destination failed; will retry');
-            return false;
-          },
-        )
-        .then((ok) => {
-          this.inflight.delete(id);
-          if (ok && !this.stopping) this.loop.wake();
-        });
-      this.inflight.set(id, drain);
-    }
+    const { lingerMs, batchSize } = this.deps.options;
+    if (this.drains.free <= 0 || this.stopping) return;
+    this.drains.start(await this.deps.destinations.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   private async backOffAfterError(id: string): Promise<number | null> {
