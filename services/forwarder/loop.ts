@@ -77,23 +77,50 @@ export class BackgroundLoop {
 }
 
 /**
- * The senders' concurrent drains, one per key (a connection, a destination) at a time and at most `concurrency`
- * at once, so one slow account never stalls the others. A drain that fails unexpectedly (a database error, a bug)
- * is handed to `failed`, which backs its key off, and does not wake the loop; one that ends well wakes it, since
- * more may be ready.
+ * A sender's loop of concurrent drains, one per key (a connection, a destination) at a time and at most
+ * `concurrency` at once, so one slow account never stalls the others. `tick` (run by the loop, polled at half the
+ * linger, 10–250 ms) looks for keys with work and hands them to `drainAll`. A drain that fails unexpectedly (a
+ * database error, a bug) is handed to `failed`, which backs its key off, and does not wake the loop; one that ends
+ * well wakes it, since more may be ready. stop() lets the drains in flight finish.
  */
-export class DrainPool {
+export class DrainLoop {
+  private readonly loop: BackgroundLoop;
   private readonly inflight = new Map<string, Promise<void>>();
+  private stopped = false;
 
   constructor(
     private readonly opts: {
+      readonly name: string;
+      readonly lingerMs: number;
+      readonly logger: Logger;
       readonly concurrency: number;
+      readonly tick: () => Promise<void>;
       readonly drain: (key: string) => Promise<void>;
       readonly failed: (key: string, err: unknown) => Promise<void>;
-      readonly wake: () => void;
-      readonly stopping: () => boolean;
     },
-  ) {}
+  ) {
+    const poll = Math.min(250, Math.max(10, Math.floor(opts.lingerMs / 2)));
+    this.loop = new BackgroundLoop(opts.name, poll, opts.tick, opts.logger);
+  }
+
+  run(): void {
+    this.loop.start();
+  }
+
+  wake(): void {
+    this.loop.wake();
+  }
+
+  get stopping(): boolean {
+    return this.stopped;
+  }
+
+  /** Stops looking for work; the drains in flight finish. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop.stop();
+    await Promise.all(this.inflight.values());
+  }
 
   /** How many more drains may start now. */
   get free(): number {
@@ -104,12 +131,8 @@ export class DrainPool {
     return this.inflight.size;
   }
 
-  has(key: string): boolean {
-    return this.inflight.has(key);
-  }
-
   /** Starts a drain for each key not already draining, while there is room. */
-  start(keys: readonly string[]): void {
+  drainAll(keys: readonly string[]): void {
     for (const key of keys) {
       if (this.inflight.size >= this.opts.concurrency) break;
       if (this.inflight.has(key)) continue;
@@ -124,13 +147,13 @@ export class DrainPool {
         )
         .then((ok) => {
           this.inflight.delete(key);
-          if (ok && !this.opts.stopping()) this.opts.wake();
+          if (ok && !this.stopped) this.loop.wake();
         });
       this.inflight.set(key, drain);
     }
   }
 
-  /** Runs other work on a key as a drain (no drain of that key meanwhile); false when one is in flight. */
+  /** Runs other work on a key as one of its drains (none of that key meanwhile); false when one is in flight. */
   async exclusive(key: string, work: () => Promise<void>): Promise<boolean> {
     if (this.inflight.has(key)) return false;
     const running = work();
@@ -141,10 +164,5 @@ export class DrainPool {
       this.inflight.delete(key);
     }
     return true;
-  }
-
-  /** Waits for every drain in flight. */
-  async settle(): Promise<void> {
-    await Promise.all(this.inflight.values());
   }
 }

@@ -7,7 +7,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from '../backoff.js';
 import { codeLabel } from '../classify.js';
-import { BackgroundLoop, DrainPool } from '../loop.js';
+import { DrainLoop } from '../loop.js';
 import { destinationConversions, endToEndLatency } from '../metrics.js';
 import { deliverBatch } from './deliver.js';
 import type { DestinationKind } from './kind.js';
@@ -57,42 +57,39 @@ export interface DestinationSenderDeps {
 }
 
 export class DestinationSender {
-  private readonly loop: BackgroundLoop;
-  private readonly drains: DrainPool;
-  private stopping = false;
+  private readonly drains: DrainLoop;
   private lastPurge = 0;
   private lastRefreshCheck = 0;
   /** The background renewal in progress, apart from the ticks so a slow token call never holds up sending. */
   private refreshing: Promise<void> | null = null;
 
   constructor(private readonly deps: DestinationSenderDeps) {
-    const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
-    this.loop = new BackgroundLoop('destination-sender', poll, () => this.tick(), deps.logger);
-    this.drains = new DrainPool({
+    this.drains = new DrainLoop({
+      name: 'destination-sender',
+      lingerMs: deps.options.lingerMs,
+      logger: deps.logger,
       concurrency: deps.options.concurrency,
+      tick: () => this.tick(),
       drain: (id) => this.drain(id),
       // A database error or a bug: this destination backs off like after a retryable answer.
       failed: async (id, err) => {
         const delay = await this.backOffAfterError(id);
         this.deps.logger.error({ err, destination: id, retry_in_ms: delay }, 'sending to a destination failed; will retry');
       },
-      wake: () => this.loop.wake(),
-      stopping: () => this.stopping,
     });
   }
 
   start(): void {
-    this.loop.start();
+    this.drains.run();
   }
 
   wake(): void {
-    this.loop.wake();
+    this.drains.wake();
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    await this.loop.stop();
-    await Promise.all([this.drains.settle(), this.refreshing]);
+    await this.drains.stop();
+    await this.refreshing;
   }
 
   /** The ledger's retention and the outbox's longest wait, once a minute. Exposed for tests. */
@@ -117,7 +114,7 @@ export class DestinationSender {
     this.lastRefreshCheck = now;
     const { destinations: repo, owner, options } = this.deps;
     for (const id of await repo.dueForRefresh(BACKGROUND_REFRESH_LEAD_MS, 20)) {
-      if (this.stopping) return;
+      if (this.drains.stopping) return;
       // As a drain: a drain of this destination in this process holds the same lease owner (and renews by itself).
       await this.drains.exclusive(id, async () => {
         const leased = await repo.leaseForSending(id, owner, options.leaseMs);
@@ -139,8 +136,8 @@ export class DestinationSender {
         this.refreshing = null;
       });
     const { lingerMs, batchSize } = this.deps.options;
-    if (this.drains.free <= 0 || this.stopping) return;
-    this.drains.start(await this.deps.destinations.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
+    if (this.drains.free <= 0 || this.drains.stopping) return;
+    this.drains.drainAll(await this.deps.destinations.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   private async backOffAfterError(id: string): Promise<number | null> {
@@ -176,7 +173,7 @@ export class DestinationSender {
         if (fresh === null) return;
         accessToken = fresh;
       }
-      while (!this.stopping) {
+      while (!this.drains.stopping) {
         const group = await repo.readyGroup(id, options.lingerMs, limit);
         if (!group) return;
         const rows = await repo.take(id, group, limit);
