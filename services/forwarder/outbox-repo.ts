@@ -115,31 +115,27 @@ export class OutboxRepo {
   ): Promise<void> {
     await this.db.transaction(async (tx) => {
       await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-      const letters = rows.map((row) => {
-        const value: ConversionDeadLetter = {
-          stage: 'forwarder',
-          reason: 'platform_rejected',
-          workspace_id: row.workspaceId,
-          // The platform's event_id (row.eventId is the ledger id: test conversions carry a `test:` prefix there).
-          event_id: row.record.event_id,
-          event_source: group.eventSource,
-          event_source_id: group.eventSourceId,
-          test_event_code: group.testEventCode === '' ? null : group.testEventCode,
-          platform_code: platform.code,
-          platform_message: platform.message.slice(0, 1000),
-          request_id: platform.requestId,
-          record: row.record,
-          failed_at: now,
-        };
-        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
-      });
-      await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-      // The queryable rows (shared/dead-letter.ts), with the sender's event name the setup of now maps to the
-      // rejected platform event: a redrive rebuilds the conversion under the setup of then (datateam/redrive.ts).
+      // With the sender's event name the setup of now maps to the rejected platform event: a redrive rebuilds the
+      // conversion under the setup of then (datateam/redrive.ts).
       const setup = await readForwardingSetup(tx, rows[0]!.workspaceId);
-      await recordDeadLetters(
+      await writeConversionLetters(
         tx,
-        letters.map(({ value }) => conversionLetterEntry(value, `platform request ${platform.requestId ?? 'none'} at ${now}`, sourceEventOf(setup, value.record))),
+        rows.map((row) => ({
+          destinationId: TIKTOK_DESTINATION_ID,
+          eventId: row.eventId,
+          source: `platform request ${platform.requestId ?? 'none'} at ${now}`,
+          sourceEvent: sourceEventOf(setup, row.record),
+          value: conversionLetter(row.workspaceId, row.record, {
+            reason: 'platform_rejected',
+            event_source: group.eventSource,
+            event_source_id: group.eventSourceId,
+            test_event_code: group.testEventCode === '' ? null : group.testEventCode,
+            platform_code: platform.code,
+            platform_message: platform.message,
+            request_id: platform.requestId,
+            failed_at: now,
+          }),
+        })),
       );
       await recordActivity(tx, [{ workspaceId: rows[0]!.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);
     });
@@ -231,37 +227,59 @@ export interface ExpiredConversion {
  */
 export async function deadLetterExpired(tx: Sql, expired: readonly ExpiredConversion[], now: number): Promise<void> {
   const marked = await markDeliveriesDead(tx, expired);
-  if (marked.length === 0) return;
   const byKey = new Map(expired.map((e) => [`${e.workspaceId}\n${e.destinationId}\n${e.eventId}`, e]));
-  const letters = marked.flatMap((m) => {
-    const e = byKey.get(`${m.workspaceId}\n${m.destinationId}\n${m.eventId}`);
-    if (!e) return [];
-    const where = m.destinationId === TIKTOK_DESTINATION_ID ? '' : `destination ${m.destinationId}: `;
-    const last = m.answer ? `; last answer: ${m.answer.code ?? `HTTP ${m.answer.http_status}`} ${m.answer.message}` : '';
-    const value: ConversionDeadLetter = {
-      stage: 'forwarder',
-      reason: 'expired',
-      workspace_id: e.workspaceId,
-      event_id: e.record.event_id,
-      event_source: e.eventSource === '' ? null : e.eventSource,
-      event_source_id: e.eventSourceId === '' ? null : e.eventSourceId,
-      test_event_code: e.testEventCode === '' ? null : e.testEventCode,
-      // Not the platform's refusal: its last answer is in the message.
-      platform_code: null,
-      platform_message: `${where}not delivered within FORWARDER_PARK_MAX_HOURS${last}`.slice(0, 1000),
-      request_id: m.answer?.request_id ?? null,
-      record: e.record,
-      failed_at: now,
-    };
-    return [{ e, letter: { key: conversionKey({ workspace_id: e.workspaceId, event_id: e.record.event_id }), value } }];
-  });
+  await writeConversionLetters(
+    tx,
+    marked.flatMap((m) => {
+      const e = byKey.get(`${m.workspaceId}\n${m.destinationId}\n${m.eventId}`);
+      if (!e) return [];
+      const where = m.destinationId === TIKTOK_DESTINATION_ID ? '' : `destination ${m.destinationId}: `;
+      const last = m.answer ? `; last answer: ${m.answer.code ?? `HTTP ${m.answer.http_status}`} ${m.answer.message}` : '';
+      const value = conversionLetter(e.workspaceId, e.record, {
+        reason: 'expired',
+        event_source: e.eventSource === '' ? null : e.eventSource,
+        event_source_id: e.eventSourceId === '' ? null : e.eventSourceId,
+        test_event_code: e.testEventCode === '' ? null : e.testEventCode,
+        // Not the platform's refusal: its last answer is in the message.
+        platform_code: null,
+        platform_message: `${where}not delivered within FORWARDER_PARK_MAX_HOURS${last}`,
+        request_id: m.answer?.request_id ?? null,
+        failed_at: now,
+      });
+      return [{ destinationId: e.destinationId, eventId: e.eventId, source: `expired at ${now}`, sourceEvent: e.sourceEvent, value }];
+    }),
+  );
+}
+
+/** A forwarder letter of a conversion given up on one path (the message cut to 1,000 characters). */
+export function conversionLetter(
+  workspaceId: string,
+  record: PlatformEventRecord,
+  f: Omit<ConversionDeadLetter, 'stage' | 'workspace_id' | 'event_id' | 'record'>,
+): ConversionDeadLetter {
+  // The platform's event_id (the ledger id of a test conversion carries a `test:` prefix).
+  return { stage: 'forwarder', workspace_id: workspaceId, event_id: record.event_id, ...f, platform_message: f.platform_message.slice(0, 1000), record };
+}
+
+/**
+ * Letters of conversions given up, on conversions.dlq and in dead_letters, in the caller's transaction. A letter's
+ * origin names its destination (the first TikTok one's is the ledger id alone, as it always was), so the same event
+ * given up by two destinations makes two letters.
+ */
+export async function writeConversionLetters(
+  tx: Sql,
+  letters: ReadonlyArray<{ destinationId: string; eventId: string; source: string; sourceEvent: string | null; value: ConversionDeadLetter }>,
+): Promise<void> {
   if (letters.length === 0) return;
-  await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters.map((l) => l.letter)]]));
+  await appendInTransaction(
+    tx,
+    new Map([[Topics.conversionsDlq, letters.map(({ value }) => ({ key: conversionKey({ workspace_id: value.workspace_id, event_id: value.event_id }), value }))]]),
+  );
   await recordDeadLetters(
     tx,
-    letters.map(({ e, letter }) => {
-      const entry = conversionLetterEntry(letter.value, `expired at ${now}`, e.sourceEvent);
-      return e.destinationId === TIKTOK_DESTINATION_ID ? entry : { ...entry, origin: `${e.destinationId}:${e.eventId}` };
+    letters.map((l) => {
+      const entry = conversionLetterEntry(l.value, l.source, l.sourceEvent);
+      return l.destinationId === TIKTOK_DESTINATION_ID ? entry : { ...entry, origin: `${l.destinationId}:${l.eventId}` };
     }),
   );
 }

@@ -6,14 +6,11 @@
  * work begun before it.
  */
 import { recordActivity } from '../../shared/activity.js';
-import { conversionKey, type PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { toNumber, type Db, type Sql } from '../../shared/db/db.js';
-import { recordDeadLetters } from '../../shared/dead-letter.js';
 import { newId } from '../../shared/ids.js';
-import { Topics } from '../../shared/topics.js';
-import { appendInTransaction } from '../../stream/embedded/log.js';
 import type { ConnectionStatus } from '../connection-repo.js';
-import { conversionLetterEntry, deadLetterExpired, sourceEventOf, type BatchGroup, type ConversionDeadLetter } from '../outbox-repo.js';
+import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters, type BatchGroup } from '../outbox-repo.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
 
@@ -436,29 +433,23 @@ export class DestinationRepo {
   ): Promise<void> {
     await this.db.transaction(async (tx) => {
       await tx.query('DELETE FROM destination_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-      const letters = rows.map((row) => {
-        const value: ConversionDeadLetter = {
-          stage: 'forwarder',
-          reason: 'platform_rejected',
-          workspace_id: row.workspaceId,
-          event_id: row.record.event_id,
-          event_source: destination.kind,
-          event_source_id: group.eventSourceId,
-          test_event_code: group.testEventCode === '' ? null : group.testEventCode,
-          platform_code: platform.code,
-          platform_message: `${destination.kind} destination ${destination.id}: ${platform.message}`.slice(0, 1000),
-          request_id: platform.requestId,
-          record: row.record,
-          failed_at: now,
-        };
-        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
-      });
-      await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-      await recordDeadLetters(
+      await writeConversionLetters(
         tx,
-        letters.map(({ value }, i) => ({
-          ...conversionLetterEntry(value, `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`, sourceEventOf(destination.setup, value.record)),
-          origin: `${destination.id}:${rows[i]!.eventId}`,
+        rows.map((row) => ({
+          destinationId: destination.id,
+          eventId: row.eventId,
+          source: `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`,
+          sourceEvent: sourceEventOf(destination.setup, row.record),
+          value: conversionLetter(row.workspaceId, row.record, {
+            reason: 'platform_rejected',
+            event_source: destination.kind,
+            event_source_id: group.eventSourceId,
+            test_event_code: group.testEventCode === '' ? null : group.testEventCode,
+            platform_code: platform.code,
+            platform_message: `${destination.kind} destination ${destination.id}: ${platform.message}`,
+            request_id: platform.requestId,
+            failed_at: now,
+          }),
         })),
       );
       await recordActivity(tx, [{ workspaceId: destination.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);
