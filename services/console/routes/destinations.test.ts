@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../compose/app.js';
 import { createPlatformSide, type PlatformSide } from '../../compose/platform.js';
-import { conversion, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
+import { conversion, sandboxControl, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import { googleServiceEnv, startGoogleSandbox, type RunningGoogleSandbox } from '../../../test/sandbox/google/app.js';
 import { loadConfig } from '../../shared/config.js';
@@ -211,6 +211,33 @@ describe('/destinations/{id}/connection (Meta)', () => {
       expect(unconfigured.statusCode).toBe(503);
       expect(unconfigured.json().detail).toMatch(/META_APP_ID and META_APP_SECRET/);
     });
+  });
+});
+
+describe('/destinations/{id}/connection (a second TikTok destination)', () => {
+  it('connects in the browser through the destination flow, reads its advertiser and time zone, and revokes on disconnect', async () => {
+    const ws = await rig.workspace();
+    const post = (payload: unknown) => app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
+    expect((await post({ kind: 'tiktok', name: 'TikTok', setup: tiktokSetup })).statusCode).toBe(201);
+    const id = (await post({ kind: 'tiktok', name: 'TikTok two', setup: { ...tiktokSetup, event_source_id: 'PIXEL456' } })).json().id as string;
+    const c = await connectInBrowser(ws, id);
+    expect(c.status, c.body).toBe(200);
+    expect(await c.replay()).toBe(400);
+    const connection = (await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json();
+    expect(connection).toMatchObject({ status: 'connected', account_id: expect.stringMatching(/^\d+$/), time_zone: 'America/New_York', access_expires_at: expect.any(String) });
+    // The workspace's own connection is another one: still not connected.
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/tiktok/connection`, headers: auth })).json()).toMatchObject({ status: 'disconnected' });
+
+    const revoked = async () => ((await sandboxControl(rig.sandbox, '/revocations')).revocations as Array<{ outcome: string }>).filter((r) => r.outcome === 'revoked').length;
+    const before = await revoked();
+    expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).statusCode).toBe(204);
+    expect(await revoked()).toBe(before + 1);
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json()).toMatchObject({ status: 'disconnected' });
+
+    const unconfigured = await bare.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth });
+    expect(unconfigured.statusCode).toBe(503);
+    expect(unconfigured.json().detail).toMatch(/PLATFORM_APP_ID and PLATFORM_APP_SECRET/);
+    expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/${id}`, headers: auth })).statusCode).toBe(204);
   });
 });
 
