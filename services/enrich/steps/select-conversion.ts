@@ -46,9 +46,13 @@ export const DEFAULT_CLICK_WINDOW_DAYS = 7;
 
 export async function readWorkspaceSelections(sql: Sql, workspaceIds: readonly string[]): Promise<Map<string, WorkspaceSelections>> {
   const setups = await readForwardingSetups(sql, workspaceIds);
-  const r = await sql.query<{ workspace_id: string; setup: unknown }>('SELECT workspace_id, setup FROM destinations WHERE workspace_id = ANY($1::text[])', [
-    workspaceIds,
-  ]);
+  // A destination an admin disconnected takes nothing (forwarder/destinations/fan-out.ts); one never connected yet
+  // keeps its conversions waiting for its first connection.
+  const r = await sql.query<{ workspace_id: string; setup: unknown }>(
+    `SELECT workspace_id, setup FROM destinations
+     WHERE workspace_id = ANY($1::text[]) AND NOT (status = 'disconnected' AND connected_at IS NOT NULL)`,
+    [workspaceIds],
+  );
   const destinations = new Map<string, DestinationSelection[]>();
   for (const row of r.rows) {
     const s = (typeof row.setup === 'string' ? JSON.parse(row.setup) : row.setup) as Record<string, unknown>;
