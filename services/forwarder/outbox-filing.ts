@@ -149,7 +149,7 @@ export async function fileIntoOutbox(
       ? ({ action: 'dlq', reason: `undecodable: ${item.undecodable}` } as const)
       : erased.has(`${ws}\n${id}`)
         ? ({ action: 'drop', reason: 'erased' } as const)
-        : !forFirstTiktok(item.value as ConversionReady)
+        : id !== '' && !forFirstTiktok(item.value as ConversionReady)
           ? otherDestinationsOnly(elsewhere.get(`${ws}\n${id}`))
           : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
     if (decision.action === 'filed_elsewhere') {
