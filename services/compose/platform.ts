@@ -31,6 +31,8 @@ import { GoogleClient, googleKind, parseGoogleGrant, type GoogleSetup } from '..
 import type { RefreshOutcome } from '../forwarder/destinations/sender.js';
 import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
 import { DestinationSender } from '../forwarder/destinations/sender.js';
+import { refreshTiktok, tiktokDestinationKind } from '../forwarder/destinations/tiktok.js';
+import type { ForwardingSetupInput } from '../shared/forwarding-setup.js';
 import { DestinationFlow } from '../forwarder/destinations/flow.js';
 import { destinationRoutes } from '../console/routes/destinations.js';
 import { DeliveryRepo } from '../forwarder/delivery-repo.js';
@@ -59,6 +61,8 @@ export interface PlatformSide {
   readonly metaClient: MetaClient;
   readonly googleClient: GoogleClient;
   readonly destinationSender: DestinationSender | undefined;
+  /** Connecting a destination in the browser (the console's routes drive it; tests too). */
+  readonly destinationFlow: DestinationFlow;
   /** For buildApp's adminExtensions (empty without the console role). */
   readonly adminExtensions: ReadonlyArray<(app: FastifyInstance) => void>;
   /** For buildApp's publicExtensions: the OAuth callback and the connection problem pages. */
@@ -150,9 +154,11 @@ export function createPlatformSide(deps: {
   const kindFor = (d: Destination): DestinationKind | null => {
     if (d.kind === 'meta') return metaClient.configured ? metaKind(metaClient, d.setup as unknown as MetaSetup) : null;
     if (d.kind === 'google') return googleClient.configured ? googleKind(googleClient, d.setup as unknown as GoogleSetup) : null;
+    if (d.kind === 'tiktok') return client.configured ? tiktokDestinationKind(client, d.setup as unknown as ForwardingSetupInput, d.timeZone) : null;
     return null;
   };
   const refreshDestination = async (d: Destination, refreshToken: string): Promise<RefreshOutcome> => {
+    if (d.kind === 'tiktok' && client.configured) return refreshTiktok(client, refreshToken);
     if (d.kind !== 'google' || !googleClient.configured) return { error: `a ${d.kind} destination has no refresh here`, transient: false };
     const answer = await googleClient.refresh(refreshToken);
     const grant = parseGoogleGrant(answer);
@@ -201,7 +207,10 @@ export function createPlatformSide(deps: {
   const workspaces = new WorkspaceRepo(db);
   const destinationFlow = new DestinationFlow({
     db,
+    cipher,
     destinations,
+    tiktok: client,
+    tiktokAuthUrl: config.platform.authUrl,
     meta: metaClient,
     metaAuthUrl: config.meta.authUrl,
     google: googleClient,
@@ -223,6 +232,7 @@ export function createPlatformSide(deps: {
     metaClient,
     googleClient,
     destinationSender,
+    destinationFlow,
     adminExtensions: roles.console
       ? [
           (app) => connectionRoutes(app, { workspaces, connections, flow, revoker, publicBaseUrl: config.publicBaseUrl }),
@@ -234,6 +244,7 @@ export function createPlatformSide(deps: {
               destinationFlow,
               meta: metaClient,
               google: googleClient,
+              tiktok: client,
               connections,
               flow,
               revoker,
@@ -260,6 +271,7 @@ export function createPlatformSide(deps: {
               destinationFlow,
               meta: metaClient,
               google: googleClient,
+              tiktok: client,
               destinationAuthUrls: [config.meta.authUrl, config.google.authUrl],
               plans: Object.keys(config.planLimits),
               explanationRetentionMs: config.privacy.explanationRetentionMs,

@@ -12,6 +12,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import { DESTINATION_CALLBACK_PATH, DESTINATION_START_PATH, DESTINATION_STATE_TTL_MS, type DestinationFlow } from '../forwarder/destinations/flow.js';
 import { GoogleNotConfiguredError } from '../forwarder/destinations/google.js';
 import { MetaNotConfiguredError } from '../forwarder/destinations/meta.js';
+import { PlatformNotConfiguredError } from '../forwarder/platform-client.js';
 import { sha256Hex } from '../shared/ids.js';
 import { registerPageSecurityHeaders } from '../shared/page-security.js';
 import { htmlPage } from './html-page.js';
@@ -31,10 +32,10 @@ const startSchema = {
 } as const;
 
 const callbackSchema = {
-  summary: "Where Meta or Google sends the browser back after a destination's authorization",
+  summary: "Where Meta, Google or TikTok (a second TikTok destination) sends the browser back after a destination's authorization",
   querystring: {
     type: 'object',
-    properties: { state: token(128), code: queryValue, error: token(128), error_description: { type: 'string', maxLength: 480 } },
+    properties: { state: token(128), code: queryValue, auth_code: queryValue, error: token(128), error_description: { type: 'string', maxLength: 480 } },
   },
   response: {
     200: page('Connected.'),
@@ -62,7 +63,7 @@ export async function destinationCallbackRoutes(app: FastifyInstance, deps: { fl
     try {
       bound = await deps.flow.bind(state, binding);
     } catch (err) {
-      if (err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError) return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
+      if (err instanceof MetaNotConfiguredError || err instanceof GoogleNotConfiguredError || err instanceof PlatformNotConfiguredError) return reply.code(503).send(htmlPage('Connecting is not available', [err.message]));
       throw err;
     }
     if (!bound.ok) return reply.code(bound.status as 400 | 404).send(htmlPage('This link cannot be used', [bound.message, 'Nothing was changed.']));
@@ -73,7 +74,7 @@ export async function destinationCallbackRoutes(app: FastifyInstance, deps: { fl
   app.get(DESTINATION_CALLBACK_PATH, { schema: callbackSchema, validatorCompiler: documentOnly }, async (request, reply) => {
     page(reply);
     const q = (request.query ?? {}) as Record<string, unknown>;
-    const query = Object.fromEntries(['state', 'code', 'error', 'error_description'].map((k) => [k, first(q[k])]));
+    const query = Object.fromEntries(['state', 'code', 'auth_code', 'error', 'error_description'].map((k) => [k, first(q[k])]));
     const name = cookieName(query.state ?? '');
     let result;
     try {

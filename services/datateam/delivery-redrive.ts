@@ -1,9 +1,10 @@
 /**
  * Redriving deliveries: the dead and refused delivery records a person picks (by event id, or by the list's filter)
  * go again through their dead letters (redrive.ts), so a redrive of a delivery is a redrive of its letter under
- * today's setup, and the sent ledger of every destination still decides: nothing already sent goes twice. A
- * delivery without a waiting letter (dead because it waited too long, or its letter redriven or discarded already)
- * is not counted. Audited as `deliveries.redriven` with the actor.
+ * today's setup, and the sent ledger of every destination still decides: nothing already sent goes twice. A dead
+ * delivery (it waited too long after a failed attempt) has its letter like a refused one (reason `expired`). A
+ * delivery without a waiting letter (its letter redriven or discarded already) is not counted. Audited as
+ * `deliveries.redriven` with the actor.
  */
 import type { Db } from '../shared/db/db.js';
 import type { DeliveryRepo, DeliverySelection } from '../forwarder/delivery-repo.js';

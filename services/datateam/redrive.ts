@@ -175,27 +175,42 @@ export async function rebuildConversion(
   }
   const workspaceId = dl.workspace_id;
   const setup = await readForwardingSetup(sql, workspaceId);
-  if (!setup) throw new CannotRedrive('the workspace has no forwarding setup: set it up, then redrive');
-  let event = record.event;
-  if (sourceEvent !== null) {
-    const mapping = setup.events.find((m) => m.name === sourceEvent);
-    if (!mapping) throw new CannotRedrive(`event "${sourceEvent}" is not selected in the forwarding setup any more`);
-    event = mapping.platform_event;
-  }
   const test = dl.test_event_code !== null;
-  if (test && !setup.test_event_code) throw new CannotRedrive('a test conversion, and the forwarding setup has no test_event_code');
-  return {
+  const common = {
     v: 1,
     workspace_id: workspaceId,
     key_mode: test ? 'test' : 'live',
     event_id: record.event_id,
     received_at: typeof whole?.received_at === 'number' ? whole.received_at : fallbackReceivedAt,
     request_id: typeof whole?.request_id === 'string' ? whole.request_id : null,
+    ...(sourceEvent !== null ? { event_name: sourceEvent } : {}),
+  } as const;
+  // An event the forwarding setup does not take (or no setup) that another destination selects goes to those only,
+  // as enrich builds it (steps/select-conversion.ts); each destination maps the event name to its own event.
+  const mapping = sourceEvent !== null ? setup?.events.find((m) => m.name === sourceEvent) : undefined;
+  const firstTakesIt = setup !== undefined && (sourceEvent === null || mapping !== undefined) && (!test || Boolean(setup.test_event_code));
+  if (!firstTakesIt && sourceEvent !== null && (await selectedByOtherDestinations(sql, workspaceId, sourceEvent, test))) {
+    return { ...common, event_source: '', event_source_id: '', test_event_code: null, record };
+  }
+  if (!setup) throw new CannotRedrive('the workspace has no forwarding setup: set it up, then redrive');
+  if (sourceEvent !== null && !mapping) throw new CannotRedrive(`event "${sourceEvent}" is not selected in the forwarding setup any more`);
+  if (test && !setup.test_event_code) throw new CannotRedrive('a test conversion, and the forwarding setup has no test_event_code');
+  return {
+    ...common,
     event_source: setup.event_source,
     event_source_id: setup.event_source_id,
     test_event_code: test ? setup.test_event_code : null,
-    record: { ...record, event },
+    record: { ...record, event: mapping?.platform_event ?? record.event },
   };
+}
+
+/** Whether one of the workspace's other destinations selects the event (with a test code, for a test conversion). */
+async function selectedByOtherDestinations(sql: Sql, workspaceId: string, eventName: string, test: boolean): Promise<boolean> {
+  const r = await sql.query<{ setup: unknown }>('SELECT setup FROM destinations WHERE workspace_id = $1', [workspaceId]);
+  return r.rows.some(({ setup }) => {
+    const s = (typeof setup === 'string' ? JSON.parse(setup) : setup) as { events?: Array<{ name?: unknown }>; test_event_code?: unknown };
+    return (s.events ?? []).some((e) => e.name === eventName) && (!test || (typeof s.test_event_code === 'string' && s.test_event_code !== ''));
+  });
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);

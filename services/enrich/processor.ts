@@ -1,6 +1,6 @@
 /**
  * The enrich stage: events.deduped → conversions.ready, a batch at a time. The order of its steps, in one place:
- *   1. select-conversion   selected in the forwarding setup? consent to forward? test mode allowed?
+ *   1. select-conversion   selected by the forwarding setup or a destination? consent to forward? test mode allowed?
  *   2. claim-event-ids     conversion-level dedup on event_id (claims in the stage's partition-local store)
  *   3. link-identities     every event: identity graph (the stage's partition-local state), as its consent allows;
  *                          the conversions' cluster reads
@@ -13,7 +13,6 @@ import { recordActivity, type ActivityCount } from '../shared/activity.js';
 import { conversionKey } from '../shared/conversion.js';
 import { checkEnvelope } from '../shared/envelope-guard.js';
 import { eventIdOf } from '../shared/event-id.js';
-import type { ForwardingSetup } from '../shared/forwarding-setup.js';
 import { Topics } from '../shared/topics.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';
@@ -25,7 +24,7 @@ import { scopeOf } from './scope.js';
 import { createBuildConversionStep, type Convertible } from './steps/build-conversion.js';
 import { createClaimEventIdsStep } from './steps/claim-event-ids.js';
 import { createLinkIdentitiesStep } from './steps/link-identities.js';
-import { createSelectConversionStep } from './steps/select-conversion.js';
+import { createSelectConversionStep, type WorkspaceSelections } from './steps/select-conversion.js';
 import { TtlCache } from './ttl-cache.js';
 import { graphKey } from './identity/graph-repo.js';
 import { EPHEMERAL_RETENTION, GraphState, type GraphEntry } from './identity/graph-state.js';
@@ -66,7 +65,7 @@ export interface EnrichDeps {
 export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, EnrichEntry> {
   const settingsTtlMs = deps.settingsTtlMs ?? ENRICH_DEFAULTS.settingsTtlMs;
   const windowMs = deps.conversionIdWindowMs ?? ENRICH_DEFAULTS.conversionIdWindowMs;
-  const selectConversions = createSelectConversionStep({ setups: new TtlCache<ForwardingSetup | null>(settingsTtlMs) });
+  const selectConversions = createSelectConversionStep({ setups: new TtlCache<WorkspaceSelections | null>(settingsTtlMs) });
   const graphRetentionMs = deps.graphRetentionMs ?? ENRICH_DEFAULTS.graphRetentionMs;
   const graphOptions = { maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers, retentionMs: graphRetentionMs };
   const linkIdentities = createLinkIdentitiesStep(graphOptions);

@@ -7,6 +7,11 @@ import { googleMatch } from './destinations/google.js';
 import { tiktokMatch } from './destinations/tiktok.js';
 import type { Delivery } from './delivery-repo.js';
 import { deliveriesStep } from '../privacy/erasure-steps.js';
+import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
+import { redriveDeliveries } from '../datateam/delivery-redrive.js';
+import { Redriver } from '../datateam/redrive.js';
+import { writeForwardingSetup } from '../shared/forwarding-setup.js';
+import { SETUP } from '../../test/helpers/workspaces.js';
 
 const H = 'd'.repeat(64);
 const PIXEL = '333333';
@@ -85,6 +90,15 @@ describe('delivery records', () => {
     await rig.platform.sender!.drain(ws);
     await rig.platform.destinationSender!.drain(dst);
   }
+  /** The next request of each path answers 503. */
+  async function failOnceEach(): Promise<void> {
+    await sandboxControl(rig.sandbox, '/faults', { events: [{ http_status: 503, times: 1 }] });
+    await fetch(`${meta.controlUrl}/faults`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ events: [{ pixel_id: PIXEL, http_status: 503, code: 2, message: 'Service temporarily unavailable', times: 1 }] }),
+    });
+  }
   async function records(ws: string): Promise<Map<string, Delivery>> {
     const list = await rig.platform.deliveries.list(ws, {}, { limit: 100 });
     return new Map(list.map((d) => [`${d.destination === 'tiktok' ? 'tiktok' : 'meta'} ${d.eventId}`, d]));
@@ -133,12 +147,7 @@ describe('delivery records', () => {
 
   it('after a retry: retrying with the platform\'s answer, then sent with two attempts', async () => {
     const { ws, dst } = await workspace();
-    await sandboxControl(rig.sandbox, '/faults', { events: [{ http_status: 503, times: 1 }] });
-    await fetch(`${meta.controlUrl}/faults`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ events: [{ pixel_id: PIXEL, http_status: 503, code: 2, message: 'Service temporarily unavailable', times: 1 }] }),
-    });
+    await failOnceEach();
     const c = purchase(ws);
     await deliver(ws, dst, [c]);
     let got = await records(ws);
@@ -167,6 +176,43 @@ describe('delivery records', () => {
     await rig.db.query(`UPDATE deliveries SET attempted_at = now() - interval '5000 hours' WHERE workspace_id = $1 AND destination_id = 'tiktok'`, [ws]);
     await rig.platform.deliveries.purge(rig.config.forwarder.ledgerRetentionMs);
     expect([...(await records(ws)).keys()]).toEqual([`meta ${c.event_id}`]);
+  });
+
+  it('a dead delivery has its dead letter on every path: the deliveries redrive sends it again, once', async () => {
+    const { ws, dst } = await workspace();
+    // A redrive rebuilds the conversion under the workspace's forwarding setup of today.
+    await writeForwardingSetup(rig.db, ws, { ...SETUP, events: [{ name: 'purchase', platform_event: 'CompletePayment' }] });
+    await failOnceEach();
+    const [tried, waiting] = [purchase(ws), purchase(ws)];
+    await deliver(ws, dst, [tried]);
+    await rig.append([waiting]);
+    await rig.intake.drain(); // queued, never attempted
+    await rig.db.query(`UPDATE forward_outbox SET enqueued_at = now() - interval '2000 hours' WHERE workspace_id = $1`, [ws]);
+    await rig.db.query(`UPDATE destination_outbox SET enqueued_at = now() - interval '2000 hours' WHERE destination_id = $1`, [dst]);
+    await rig.platform.outbox.expireOld(rig.config.forwarder.parkMaxAgeMs);
+    await rig.platform.destinations.expireOld(rig.config.forwarder.parkMaxAgeMs);
+    const got = await records(ws);
+    expect([got.get(`tiktok ${tried.event_id}`)?.outcome, got.get(`meta ${tried.event_id}`)?.outcome]).toEqual(['dead', 'dead']);
+    const letters = await rig.db.query<{ origin: string; reason: string; error: string }>(
+      'SELECT origin, reason, error FROM dead_letters WHERE workspace_id = $1 ORDER BY origin',
+      [ws],
+    );
+    // The conversion never attempted was only dropped: nothing of it to redrive.
+    expect(letters.rows.map((l) => [l.origin, l.reason])).toEqual([
+      [`${dst}:${tried.event_id}`, 'expired'],
+      [tried.event_id, 'expired'],
+    ].sort((a, b) => a[0]!.localeCompare(b[0]!)));
+    expect(letters.rows.find((l) => l.origin === tried.event_id)?.error).toMatch(/FORWARDER_PARK_MAX_HOURS; last answer: 50002/);
+
+    const deadLetters = new DeadLetterRepo(rig.db);
+    const redriver = new Redriver({ db: rig.db, repo: deadLetters, log: { reappend: async () => undefined } });
+    const deps = { db: rig.db, deliveries: rig.platform.deliveries, deadLetters, redriver };
+    expect(await redriveDeliveries(deps, ws, { eventIds: [tried.event_id, waiting.event_id] }, 'test')).toEqual({ redriven: 2, failed: [] });
+    await sendOnce(ws, dst);
+    const again = await records(ws);
+    expect([again.get(`tiktok ${tried.event_id}`)?.outcome, again.get(`meta ${tried.event_id}`)?.outcome]).toEqual(['sent', 'sent']);
+    expect((await rig.received()).filter((e) => e.event_id === tried.event_id)).toHaveLength(1);
+    expect(await redriveDeliveries(deps, ws, { eventIds: [tried.event_id] }, 'test')).toEqual({ redriven: 0, failed: [] });
   });
 
   it('an erasure removes the person\'s delivery records on every path, and only theirs', async () => {

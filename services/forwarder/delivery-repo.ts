@@ -7,7 +7,7 @@
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import { Topics } from '../shared/topics.js';
-import type { Attempt } from './destinations/deliver.js';
+import type { Attempt, EventAnswer } from './destinations/deliver.js';
 import type { DestinationKindName, Outgoing } from './destinations/kind.js';
 import { matchQuality } from './metrics.js';
 
@@ -83,15 +83,28 @@ function where(workspaceId: string, f: DeliveryFilter, first = 1): { sql: string
   return { sql: parts.join(' AND '), values };
 }
 
-/** Conversions given up without a refusal (they waited too long): their records turn `dead`, in the caller's transaction. */
-export async function markDeliveriesDead(tx: Sql, gone: ReadonlyArray<{ workspaceId: string; destinationId: string; eventId: string }>): Promise<void> {
-  if (gone.length === 0) return;
-  await tx.query(
+/**
+ * Conversions given up without a refusal (they waited too long): their records turn `dead`, in the caller's
+ * transaction. Returns those that had a record (an attempt behind them), with the platform's last answer.
+ */
+export async function markDeliveriesDead(
+  tx: Sql,
+  gone: ReadonlyArray<{ workspaceId: string; destinationId: string; eventId: string }>,
+): Promise<Array<{ workspaceId: string; destinationId: string; eventId: string; answer: EventAnswer | null }>> {
+  if (gone.length === 0) return [];
+  const r = await tx.query<{ workspace_id: string; destination_id: string; event_id: string; platform_answer: EventAnswer | string | null }>(
     `UPDATE deliveries d SET outcome = 'dead'
      FROM unnest($1::text[], $2::text[], $3::text[]) AS g(w, dst, e)
-     WHERE d.workspace_id = g.w AND d.destination_id = g.dst AND d.event_id = g.e AND d.outcome <> 'sent'`,
+     WHERE d.workspace_id = g.w AND d.destination_id = g.dst AND d.event_id = g.e AND d.outcome <> 'sent'
+     RETURNING d.workspace_id, d.destination_id, d.event_id, d.platform_answer`,
     [gone.map((g) => g.workspaceId), gone.map((g) => g.destinationId), gone.map((g) => g.eventId)],
   );
+  return r.rows.map((row) => ({
+    workspaceId: row.workspace_id,
+    destinationId: row.destination_id,
+    eventId: row.event_id,
+    answer: typeof row.platform_answer === 'string' ? (JSON.parse(row.platform_answer) as EventAnswer) : row.platform_answer,
+  }));
 }
 
 /** Which deliveries a redrive takes: every destination's of some event ids, a filter's, or the records by id (the console's shown ones). */

@@ -38,6 +38,9 @@ describe('planIntake', () => {
       expect(conversionProblem(value)).toContain(problem);
       expect(planIntake(value, 'connected', false)).toMatchObject({ action: 'dlq' });
     });
+    it('no event source and no pixel at all is a conversion for the other destinations only, not a mistake', () => {
+      expect(conversionProblem({ ...good, event_source: '', event_source_id: '' })).toBeNull();
+    });
   });
 });
 
@@ -165,6 +168,27 @@ describe('ConversionIntake', () => {
       expect.objectContaining({ reason: 'invalid_conversion', event_id: 'bad', platform_code: null, record: { workspace_id: ws, event_id: 'bad', note: 'not a conversion' } }),
     ]);
     expect(dlq[0]!.platform_message).toContain('event_source');
+  });
+
+  it('a conversion for the other destinations only never waits for TikTok; with none to take it, it is dropped', async () => {
+    const ws = await rig.workspace();
+    const c = conversion(ws, { event_source: '', event_source_id: '', event_name: 'purchase' });
+    await rig.log.append(
+      Topics.conversionsReady,
+      [
+        { key: `${ws}:null`, value: null },
+        { key: `${ws}:${c.event_id}`, value: c },
+      ],
+      Date.now() + 5_000,
+    );
+    await rig.intake.drain();
+    expect(await outbox(ws)).toEqual([]);
+    expect(await count(ws, 'dropped', 'not_selected')).toBe(1);
+    const dlq = (await rig.db.query<{ value: ConversionDeadLetter }>('SELECT value FROM log_records WHERE topic = $1', [Topics.conversionsDlq])).rows
+      .map((r) => r.value)
+      .filter((v) => v.record === null);
+    // The null value (a tombstone, say) is dead-lettered as unreadable, not taken for a conversion of no destination.
+    expect(dlq).toEqual([expect.objectContaining({ reason: 'invalid_conversion', platform_message: expect.stringContaining('not an object') })]);
   });
 
   it('expires conversions that waited too long and purges the ledger after its retention', async () => {

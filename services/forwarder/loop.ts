@@ -75,3 +75,94 @@ export class BackgroundLoop {
     }
   }
 }
+
+/**
+ * A sender's loop of concurrent drains, one per key (a connection, a destination) at a time and at most
+ * `concurrency` at once, so one slow account never stalls the others. `tick` (run by the loop, polled at half the
+ * linger, 10–250 ms) looks for keys with work and hands them to `drainAll`. A drain that fails unexpectedly (a
+ * database error, a bug) is handed to `failed`, which backs its key off, and does not wake the loop; one that ends
+ * well wakes it, since more may be ready. stop() lets the drains in flight finish.
+ */
+export class DrainLoop {
+  private readonly loop: BackgroundLoop;
+  private readonly inflight = new Map<string, Promise<void>>();
+  private stopped = false;
+
+  constructor(
+    private readonly opts: {
+      readonly name: string;
+      readonly lingerMs: number;
+      readonly logger: Logger;
+      readonly concurrency: number;
+      readonly tick: () => Promise<void>;
+      readonly drain: (key: string) => Promise<void>;
+      readonly failed: (key: string, err: unknown) => Promise<void>;
+    },
+  ) {
+    const poll = Math.min(250, Math.max(10, Math.floor(opts.lingerMs / 2)));
+    this.loop = new BackgroundLoop(opts.name, poll, opts.tick, opts.logger);
+  }
+
+  run(): void {
+    this.loop.start();
+  }
+
+  wake(): void {
+    this.loop.wake();
+  }
+
+  get stopping(): boolean {
+    return this.stopped;
+  }
+
+  /** Stops looking for work; the drains in flight finish. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.loop.stop();
+    await Promise.all(this.inflight.values());
+  }
+
+  /** How many more drains may start now. */
+  get free(): number {
+    return this.opts.concurrency - this.inflight.size;
+  }
+
+  get busy(): number {
+    return this.inflight.size;
+  }
+
+  /** Starts a drain for each key not already draining, while there is room. */
+  drainAll(keys: readonly string[]): void {
+    for (const key of keys) {
+      if (this.inflight.size >= this.opts.concurrency) break;
+      if (this.inflight.has(key)) continue;
+      const drain = this.opts
+        .drain(key)
+        .then(
+          () => true,
+          async (err: unknown) => {
+            await this.opts.failed(key, err);
+            return false;
+          },
+        )
+        .then((ok) => {
+          this.inflight.delete(key);
+          if (ok && !this.stopped) this.loop.wake();
+        });
+      this.inflight.set(key, drain);
+    }
+  }
+
+  /** Runs other work on a key as one of its drains (none of that key meanwhile); false when one is in flight. */
+  async exclusive(key: string, work: () => Promise<void>): Promise<boolean> {
+    if (this.inflight.has(key)) return false;
+    const running = work();
+    this.inflight.set(key, running);
+    try {
+      await running;
+    } finally {
+      this.inflight.delete(key);
+    }
+    return true;
+  }
+}

@@ -14,7 +14,7 @@ import { newId, sha256Hex } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { classify } from './classify.js';
 import { audit, type ConnectionRepo } from './connection-repo.js';
-import { parseAdvertiserTimeZone, parseTokenGrant, PlatformNotConfiguredError, type PlatformClient } from './platform-client.js';
+import { parseAdvertiserTimeZone, parseTokenGrant, PlatformNotConfiguredError, type PlatformClient, type TokenGrant } from './platform-client.js';
 import { tokenAad, type TokenCipher } from './token-cipher.js';
 
 export const STATE_TTL_MS = 10 * 60_000;
@@ -100,14 +100,7 @@ export class OAuthFlow {
   }
 
   private platformUrl(state: string, verifier: string): string {
-    const challenge = createHash('sha256').update(verifier).digest('base64url');
-    const url = new URL(this.deps.authUrl);
-    url.searchParams.set('app_id', this.deps.client.appId);
-    url.searchParams.set('state', state);
-    url.searchParams.set('redirect_uri', this.redirectUri);
-    url.searchParams.set('code_challenge', challenge);
-    url.searchParams.set('code_challenge_method', 'S256');
-    return url.toString();
+    return tiktokAuthorizeUrl(this.deps.authUrl, this.deps.client.appId, state, this.redirectUri, verifier);
   }
 
   /**
@@ -169,24 +162,9 @@ export class OAuthFlow {
     if (!authCode) return fail(400, 'missing_code', 'The platform sent no authorization code.');
 
     const verifier = cipher.open(claim.code_verifier_enc, tokenAad.verifier(stateHash));
-    const exchanged = await client.exchangeCode(authCode, verifier);
-    const c = classify(exchanged);
-    if (c.kind !== 'ok') {
-      return fail(502, 'exchange_failed', `The platform did not accept the authorization (${exchanged.code ?? 'no code'}: ${exchanged.message}).`);
-    }
-    const grant = parseTokenGrant(exchanged.data);
-    if (typeof grant === 'string') return fail(502, 'exchange_failed', `The platform's answer could not be read (${grant}).`);
-    const advertiserId = grant.advertiserIds[0];
-    if (advertiserId === undefined) {
-      await this.revokeQuietly(grant.accessToken, ws);
-      return fail(400, 'no_advertiser', 'The authorization granted access to no ad account. Connect again and select an ad account.');
-    }
-
-    const timeZone = await this.advertiserTimeZone(grant.accessToken, advertiserId);
-    if (typeof timeZone !== 'string') {
-      await this.revokeQuietly(grant.accessToken, ws);
-      return fail(502, 'advertiser_failed', `The ad account's settings could not be read (${timeZone.error}).`);
-    }
+    const connected = await connectTiktok({ client, logger: log, sleep: this.deps.sleep }, authCode, verifier);
+    if (!connected.ok) return fail(connected.status, connected.reason, connected.message);
+    const { grant, advertiserId, timeZone } = connected;
 
     await db.transaction(async (tx) => {
       await connections.storeConnected(tx, { workspaceId: ws, advertiserId, timeZone, grant });
@@ -196,27 +174,6 @@ export class OAuthFlow {
     log.info({ advertiser_id: advertiserId, time_zone: timeZone, expires_in: grant.expiresIn }, 'ad account connected');
     this.deps.onConnected?.(ws);
     return { ok: true, workspaceId: ws, advertiserId, timeZone };
-  }
-
-  /** Reads the advertiser's time zone, retrying a transient failure twice. */
-  private async advertiserTimeZone(accessToken: string, advertiserId: string): Promise<string | { error: string }> {
-    const sleep = this.deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-    let last = '';
-    for (let attempt = 0; attempt < 3; attempt++) {
-      if (attempt > 0) await sleep(250 * attempt);
-      const a = await this.deps.client.advertiserInfo(accessToken, [advertiserId]);
-      const c = classify(a);
-      if (c.kind === 'ok') return parseAdvertiserTimeZone(a.data, advertiserId);
-      last = `${a.code ?? 'no code'}: ${a.message}`;
-      if (c.kind !== 'retry') break;
-    }
-    return { error: last };
-  }
-
-  /** A grant we will not keep is handed back to the platform (best effort). */
-  private async revokeQuietly(accessToken: string, workspaceId: string): Promise<void> {
-    const a = await this.deps.client.revoke(accessToken);
-    if (classify(a).kind !== 'ok') this.deps.logger.warn({ workspace: workspaceId, code: a.code }, 'could not revoke an unused grant');
   }
 
   private async refusal(stateHash: string): Promise<Extract<CallbackResult, { ok: false }>> {
@@ -260,4 +217,76 @@ export class OAuthFlow {
       message: 'This link expired: it is valid for 10 minutes. Start connecting again from the workspace settings.',
     };
   }
+}
+
+/** The platform's authorize page for a flow: the app, the state, the redirect and the PKCE S256 challenge. */
+export function tiktokAuthorizeUrl(authUrl: string, appId: string, state: string, redirectUri: string, verifier: string): string {
+  const challenge = createHash('sha256').update(verifier).digest('base64url');
+  const url = new URL(authUrl);
+  url.searchParams.set('app_id', appId);
+  url.searchParams.set('state', state);
+  url.searchParams.set('redirect_uri', redirectUri);
+  url.searchParams.set('code_challenge', challenge);
+  url.searchParams.set('code_challenge_method', 'S256');
+  return url.toString();
+}
+
+export type TiktokConnection =
+  | { readonly ok: true; readonly grant: TokenGrant; readonly advertiserId: string; readonly timeZone: string }
+  | { readonly ok: false; readonly status: 400 | 502; readonly reason: 'exchange_failed' | 'no_advertiser' | 'advertiser_failed'; readonly message: string };
+
+/**
+ * A TikTok authorization code for a grant, its first advertiser and that advertiser's time zone; a grant that will
+ * not be kept (no advertiser, unreadable settings) is handed back to the platform. Serves the workspace's
+ * connection and every TikTok destination's.
+ */
+export async function connectTiktok(
+  deps: { readonly client: PlatformClient; readonly logger: Logger; readonly sleep?: (ms: number) => Promise<void> },
+  authCode: string,
+  verifier: string,
+): Promise<TiktokConnection> {
+  const { client } = deps;
+  const exchanged = await client.exchangeCode(authCode, verifier);
+  const c = classify(exchanged);
+  if (c.kind !== 'ok') {
+    return { ok: false, status: 502, reason: 'exchange_failed', message: `The platform did not accept the authorization (${exchanged.code ?? 'no code'}: ${exchanged.message}).` };
+  }
+  const grant = parseTokenGrant(exchanged.data);
+  if (typeof grant === 'string') return { ok: false, status: 502, reason: 'exchange_failed', message: `The platform's answer could not be read (${grant}).` };
+  const advertiserId = grant.advertiserIds[0];
+  if (advertiserId === undefined) {
+    await revokeQuietly(deps, grant.accessToken);
+    return { ok: false, status: 400, reason: 'no_advertiser', message: 'The authorization granted access to no ad account. Connect again and select an ad account.' };
+  }
+  const timeZone = await advertiserTimeZone(deps, grant.accessToken, advertiserId);
+  if (typeof timeZone !== 'string') {
+    await revokeQuietly(deps, grant.accessToken);
+    return { ok: false, status: 502, reason: 'advertiser_failed', message: `The ad account's settings could not be read (${timeZone.error}).` };
+  }
+  return { ok: true, grant, advertiserId, timeZone };
+}
+
+/** Reads the advertiser's time zone, retrying a transient failure twice. */
+async function advertiserTimeZone(
+  deps: { readonly client: PlatformClient; readonly sleep?: (ms: number) => Promise<void> },
+  accessToken: string,
+  advertiserId: string,
+): Promise<string | { error: string }> {
+  const sleep = deps.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  let last = '';
+  for (let attempt = 0; attempt < 3; attempt++) {
+    if (attempt > 0) await sleep(250 * attempt);
+    const a = await deps.client.advertiserInfo(accessToken, [advertiserId]);
+    const c = classify(a);
+    if (c.kind === 'ok') return parseAdvertiserTimeZone(a.data, advertiserId);
+    last = `${a.code ?? 'no code'}: ${a.message}`;
+    if (c.kind !== 'retry') break;
+  }
+  return { error: last };
+}
+
+/** A grant we will not keep is handed back to the platform (best effort). */
+async function revokeQuietly(deps: { readonly client: PlatformClient; readonly logger: Logger }, accessToken: string): Promise<void> {
+  const a = await deps.client.revoke(accessToken);
+  if (classify(a).kind !== 'ok') deps.logger.warn({ code: a.code }, 'could not revoke an unused grant');
 }

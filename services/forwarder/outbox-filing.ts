@@ -4,7 +4,7 @@
  * them queued or sent: nothing is sent twice), and says what became of each: queued, dropped with a reason, or a
  * dead letter for conversions.dlq.
  */
-import type { ConversionReady } from '../shared/conversion.js';
+import { forFirstTiktok, type ConversionReady } from '../shared/conversion.js';
 import type { Sql } from '../shared/db/db.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import { saveExplanations } from '../enrich/explanation.js';
@@ -18,8 +18,12 @@ export function conversionProblem(v: unknown): string | null {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) return 'not an object';
   const c = v as Record<string, unknown>;
   const nonEmpty = (k: string): boolean => typeof c[k] === 'string' && (c[k] as string).length > 0;
-  for (const k of ['workspace_id', 'event_id', 'event_source', 'event_source_id']) {
+  for (const k of ['workspace_id', 'event_id']) {
     if (!nonEmpty(k)) return `${k} is missing or empty`;
+  }
+  // Both empty: a conversion for the workspace's other destinations only (forFirstTiktok); one empty is a mistake.
+  if (!(c.event_source === '' && c.event_source_id === '')) {
+    for (const k of ['event_source', 'event_source_id']) if (!nonEmpty(k)) return `${k} is missing or empty`;
   }
   if (c.test_event_code !== null && c.test_event_code !== undefined && typeof c.test_event_code !== 'string') {
     return 'test_event_code must be a string or null';
@@ -46,6 +50,15 @@ export function planIntake(value: unknown, status: ConnectionStatus | undefined,
 }
 
 
+
+/**
+ * A conversion that the workspace's forwarding setup did not select goes to its other destinations only: queued
+ * there, or dropped as a duplicate (each one that selected it has it), or because none selects it any more.
+ */
+function otherDestinationsOnly(filing: 'queued' | 'duplicate' | undefined): { readonly action: 'filed_elsewhere' } | { readonly action: 'drop'; readonly reason: string } {
+  if (filing === 'queued') return { action: 'filed_elsewhere' };
+  return { action: 'drop', reason: filing === 'duplicate' ? 'already_sent' : 'not_selected' };
+}
 
 export interface IntakeItem {
   readonly key: string;
@@ -125,7 +138,7 @@ export async function fileIntoOutbox(
   // The "why this field" records, with the filing: an erased person's never come back.
   await saveExplanations(tx, kept);
   // The workspace's other destinations, each with its own outbox and ledger (destinations/fan-out.ts).
-  await fileIntoDestinations(tx, kept, opts);
+  const elsewhere = await fileIntoDestinations(tx, kept, opts);
 
   const toQueue: Array<{ c: ConversionReady; id: string; parked: boolean; at: number }> = [];
   items.forEach((item, at) => {
@@ -136,7 +149,13 @@ export async function fileIntoOutbox(
       ? ({ action: 'dlq', reason: `undecodable: ${item.undecodable}` } as const)
       : erased.has(`${ws}\n${id}`)
         ? ({ action: 'drop', reason: 'erased' } as const)
-        : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
+        : id !== '' && !forFirstTiktok(item.value as ConversionReady)
+          ? otherDestinationsOnly(elsewhere.get(`${ws}\n${id}`))
+          : planIntake(item.value, statuses.get(ws), sent.has(`${ws}\n${id}`));
+    if (decision.action === 'filed_elsewhere') {
+      filed[at] = { kind: 'queued' };
+      return;
+    }
     if (decision.action === 'queue') toQueue.push({ c: item.value as ConversionReady, id, parked: decision.parked, at });
     else if (decision.action === 'drop') {
       filed[at] = { kind: 'dropped', reason: decision.reason };

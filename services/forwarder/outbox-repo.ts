@@ -36,7 +36,8 @@ export interface BatchGroup {
 /** A conversion the platform rejected permanently (or that could not be read), on conversions.dlq. */
 export interface ConversionDeadLetter {
   readonly stage: 'forwarder';
-  readonly reason: 'platform_rejected' | 'invalid_conversion';
+  /** `expired`: not delivered within FORWARDER_PARK_MAX_HOURS, with a failed attempt behind it. */
+  readonly reason: 'platform_rejected' | 'invalid_conversion' | 'expired';
   readonly workspace_id: string;
   readonly event_id: string;
   readonly event_source: string | null;
@@ -114,31 +115,27 @@ export class OutboxRepo {
   ): Promise<void> {
     await this.db.transaction(async (tx) => {
       await tx.query('DELETE FROM forward_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-      const letters = rows.map((row) => {
-        const value: ConversionDeadLetter = {
-          stage: 'forwarder',
-          reason: 'platform_rejected',
-          workspace_id: row.workspaceId,
-          // The platform's event_id (row.eventId is the ledger id: test conversions carry a `test:` prefix there).
-          event_id: row.record.event_id,
-          event_source: group.eventSource,
-          event_source_id: group.eventSourceId,
-          test_event_code: group.testEventCode === '' ? null : group.testEventCode,
-          platform_code: platform.code,
-          platform_message: platform.message.slice(0, 1000),
-          request_id: platform.requestId,
-          record: row.record,
-          failed_at: now,
-        };
-        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
-      });
-      await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-      // The queryable rows (shared/dead-letter.ts), with the sender's event name the setup of now maps to the
-      // rejected platform event: a redrive rebuilds the conversion under the setup of then (datateam/redrive.ts).
+      // With the sender's event name the setup of now maps to the rejected platform event: a redrive rebuilds the
+      // conversion under the setup of then (datateam/redrive.ts).
       const setup = await readForwardingSetup(tx, rows[0]!.workspaceId);
-      await recordDeadLetters(
+      await writeConversionLetters(
         tx,
-        letters.map(({ value }) => conversionLetterEntry(value, `platform request ${platform.requestId ?? 'none'} at ${now}`, sourceEventOf(setup, value.record))),
+        rows.map((row) => ({
+          destinationId: TIKTOK_DESTINATION_ID,
+          eventId: row.eventId,
+          source: `platform request ${platform.requestId ?? 'none'} at ${now}`,
+          sourceEvent: sourceEventOf(setup, row.record),
+          value: conversionLetter(row.workspaceId, row.record, {
+            reason: 'platform_rejected',
+            event_source: group.eventSource,
+            event_source_id: group.eventSourceId,
+            test_event_code: group.testEventCode === '' ? null : group.testEventCode,
+            platform_code: platform.code,
+            platform_message: platform.message,
+            request_id: platform.requestId,
+            failed_at: now,
+          }),
+        })),
       );
       await recordActivity(tx, [{ workspaceId: rows[0]!.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);
     });
@@ -164,13 +161,29 @@ export class OutboxRepo {
   }
 
   /** Drops conversions that waited longer than maxAgeMs (a workspace that never reconnects); counts per workspace. */
-  async expireOld(maxAgeMs: number): Promise<Map<string, number>> {
+  async expireOld(maxAgeMs: number, now = Date.now()): Promise<Map<string, number>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string; event_id: string }>(
-        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')} RETURNING workspace_id, event_id`,
+      const r = await tx.query<{ workspace_id: string; event_id: string; record: PlatformEventRecord; event_source: string; event_source_id: string; test_event_code: string }>(
+        `DELETE FROM forward_outbox WHERE enqueued_at < now() - ${ms('$1')}
+         RETURNING workspace_id, event_id, record, event_source, event_source_id, test_event_code`,
         [maxAgeMs],
       );
-      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: TIKTOK_DESTINATION_ID, eventId: row.event_id })));
+      const setups = new Map<string, ForwardingSetup | undefined>();
+      for (const ws of new Set(r.rows.map((row) => row.workspace_id))) setups.set(ws, await readForwardingSetup(tx, ws));
+      await deadLetterExpired(
+        tx,
+        r.rows.map((row) => ({
+          workspaceId: row.workspace_id,
+          destinationId: TIKTOK_DESTINATION_ID,
+          eventId: row.event_id,
+          record: row.record,
+          eventSource: row.event_source,
+          eventSourceId: row.event_source_id,
+          testEventCode: row.test_event_code,
+          sourceEvent: sourceEventOf(setups.get(row.workspace_id), row.record),
+        })),
+        now,
+      );
       const out = new Map<string, number>();
       for (const row of r.rows) out.set(row.workspace_id, (out.get(row.workspace_id) ?? 0) + 1);
       await recordActivity(tx, [...out].map(([workspaceId, n]) => ({ workspaceId, kind: 'dropped' as const, key: 'expired', n })));
@@ -188,6 +201,87 @@ export class OutboxRepo {
     for (const row of r.rows) out[row.live ? 'pending' : 'parked'] += toNumber(row.n);
     return out;
   }
+}
+
+/** A conversion dropped from an outbox after waiting longer than FORWARDER_PARK_MAX_HOURS. */
+export interface ExpiredConversion {
+  readonly workspaceId: string;
+  /** `tiktok` (the workspace's first TikTok destination) or the destination's id. */
+  readonly destinationId: string;
+  /** The ledger id. */
+  readonly eventId: string;
+  readonly record: PlatformEventRecord;
+  readonly eventSource: string;
+  readonly eventSourceId: string;
+  /** '' = none. */
+  readonly testEventCode: string;
+  /** The sender's event name, for a redrive to rebuild the conversion under today's mapping. */
+  readonly sourceEvent: string | null;
+}
+
+/**
+ * Expired conversions with a failed attempt behind them turn their delivery records `dead` and become dead letters
+ * (reason `expired`, the platform's last answer in the message), like a refused conversion's: a redrive of the
+ * deliveries, or of the letter, sends them again. Those never tried (waiting for a connection) have no record and
+ * are only counted as dropped.
+ */
+export async function deadLetterExpired(tx: Sql, expired: readonly ExpiredConversion[], now: number): Promise<void> {
+  const marked = await markDeliveriesDead(tx, expired);
+  const byKey = new Map(expired.map((e) => [`${e.workspaceId}\n${e.destinationId}\n${e.eventId}`, e]));
+  await writeConversionLetters(
+    tx,
+    marked.flatMap((m) => {
+      const e = byKey.get(`${m.workspaceId}\n${m.destinationId}\n${m.eventId}`);
+      if (!e) return [];
+      const where = m.destinationId === TIKTOK_DESTINATION_ID ? '' : `destination ${m.destinationId}: `;
+      const last = m.answer ? `; last answer: ${m.answer.code ?? `HTTP ${m.answer.http_status}`} ${m.answer.message}` : '';
+      const value = conversionLetter(e.workspaceId, e.record, {
+        reason: 'expired',
+        event_source: e.eventSource === '' ? null : e.eventSource,
+        event_source_id: e.eventSourceId === '' ? null : e.eventSourceId,
+        test_event_code: e.testEventCode === '' ? null : e.testEventCode,
+        // Not the platform's refusal: its last answer is in the message.
+        platform_code: null,
+        platform_message: `${where}not delivered within FORWARDER_PARK_MAX_HOURS${last}`,
+        request_id: m.answer?.request_id ?? null,
+        failed_at: now,
+      });
+      return [{ destinationId: e.destinationId, eventId: e.eventId, source: `expired at ${now}`, sourceEvent: e.sourceEvent, value }];
+    }),
+  );
+}
+
+/** A forwarder letter of a conversion given up on one path (the message cut to 1,000 characters). */
+export function conversionLetter(
+  workspaceId: string,
+  record: PlatformEventRecord,
+  f: Omit<ConversionDeadLetter, 'stage' | 'workspace_id' | 'event_id' | 'record'>,
+): ConversionDeadLetter {
+  // The platform's event_id (the ledger id of a test conversion carries a `test:` prefix).
+  return { stage: 'forwarder', workspace_id: workspaceId, event_id: record.event_id, ...f, platform_message: f.platform_message.slice(0, 1000), record };
+}
+
+/**
+ * Letters of conversions given up, on conversions.dlq and in dead_letters, in the caller's transaction. A letter's
+ * origin names its destination (the first TikTok one's is the ledger id alone, as it always was), so the same event
+ * given up by two destinations makes two letters.
+ */
+export async function writeConversionLetters(
+  tx: Sql,
+  letters: ReadonlyArray<{ destinationId: string; eventId: string; source: string; sourceEvent: string | null; value: ConversionDeadLetter }>,
+): Promise<void> {
+  if (letters.length === 0) return;
+  await appendInTransaction(
+    tx,
+    new Map([[Topics.conversionsDlq, letters.map(({ value }) => ({ key: conversionKey({ workspace_id: value.workspace_id, event_id: value.event_id }), value }))]]),
+  );
+  await recordDeadLetters(
+    tx,
+    letters.map((l) => {
+      const entry = conversionLetterEntry(l.value, l.source, l.sourceEvent);
+      return l.destinationId === TIKTOK_DESTINATION_ID ? entry : { ...entry, origin: `${l.destinationId}:${l.eventId}` };
+    }),
+  );
 }
 
 /** The dead_letters row of a forwarder letter: its origin is the conversion's ledger id (test ones live apart). */
@@ -208,7 +302,7 @@ export function conversionLetterEntry(letter: ConversionDeadLetter, source: stri
 }
 
 /** The one sender event name a setup maps to a platform event, or null (none, or several: ambiguous). */
-export function sourceEventOf(setup: ForwardingSetup | undefined, record: unknown): string | null {
+export function sourceEventOf(setup: Pick<ForwardingSetup, 'events'> | undefined, record: unknown): string | null {
   const event = typeof record === 'object' && record !== null ? (record as { event?: unknown }).event : undefined;
   const names = (setup?.events ?? []).filter((m) => m.platform_event === event).map((m) => m.name);
   return names.length === 1 ? names[0]! : null;

@@ -77,20 +77,28 @@ function snippet(text: string): string {
   return flat.length > 120 ? `${flat.slice(0, 120)}…` : flat;
 }
 
-/** Parses an answer body into the envelope fields; tolerant of anything the network may hand back. */
-export function parseEnvelope(
-  text: string,
-): { code: number | null; message: string; requestId: string | null; data: unknown } {
+/**
+ * An answer body as a JSON object, or, when it is none (a proxy's page, an empty body, an array), the answer that
+ * says so: every platform's parser starts here.
+ */
+export function jsonObjectOf(text: string): { readonly object: Record<string, unknown> } | { readonly unread: ParsedAnswer } {
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${snippet(text)}`, requestId: null, data: null };
+    return { unread: { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${snippet(text)}`, requestId: null, data: null } };
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { code: null, message: `not a JSON object: ${snippet(text)}`, requestId: null, data: null };
+    return { unread: { code: null, message: `not a JSON object: ${snippet(text)}`, requestId: null, data: null } };
   }
-  const o = parsed as Record<string, unknown>;
+  return { object: parsed as Record<string, unknown> };
+}
+
+/** Parses an answer body into the envelope fields; tolerant of anything the network may hand back. */
+export function parseEnvelope(text: string): ParsedAnswer {
+  const read = jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o = read.object;
   const code = typeof o.code === 'number' && Number.isSafeInteger(o.code) && o.code >= 0 ? o.code : null;
   const message = typeof o.message === 'string' ? o.message : code === null ? `no numeric code: ${snippet(text)}` : '';
   return {
@@ -151,52 +159,65 @@ export class PlatformClient {
     return this.call('event_track', 'POST', '/event/track/', { accessToken, body });
   }
 
-  private async call(
-    endpoint: PlatformEndpoint,
-    method: 'GET' | 'POST',
-    path: string,
-    opts: { body?: unknown; accessToken?: string },
-  ): Promise<PlatformAnswer> {
+  private call(endpoint: PlatformEndpoint, method: 'GET' | 'POST', path: string, opts: { body?: unknown; accessToken?: string }): Promise<PlatformAnswer> {
     const headers: Record<string, string> = { accept: 'application/json' };
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
     if (opts.accessToken !== undefined) headers['access-token'] = opts.accessToken;
-    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
-    const signal = this.opts.signal ? AbortSignal.any([timeout, this.opts.signal]) : timeout;
-    const started = performance.now();
-    const observe = (outcome: string): void =>
-      platformLatency.observe({ endpoint, outcome }, (performance.now() - started) / 1000);
-    try {
-      const res = await this.fetchImpl(`${this.opts.apiBase}${path}`, {
-        method,
-        headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-        signal,
-      });
-      const text = await res.text();
-      const env = parseEnvelope(text);
-      observe(env.code === null ? `http_${res.status}` : String(env.code));
-      return {
-        endpoint,
-        httpStatus: res.status,
-        transportError: null,
-        ...env,
-        message: env.code === null ? `HTTP ${res.status}, ${env.message}` : env.message,
-        retryAfterMs: parseRetryAfter(res.headers.get('retry-after'), this.now()),
-      };
-    } catch (err) {
-      const timedOut = timeout.aborted || (err as Error)?.name === 'TimeoutError';
-      observe(timedOut ? 'timeout' : 'network');
-      return {
-        endpoint,
-        httpStatus: 0,
-        transportError: timedOut ? 'timeout' : 'network',
-        code: null,
-        message: timedOut ? `no answer within ${this.opts.timeoutMs} ms` : `network error: ${(err as Error)?.message ?? String(err)}`,
-        requestId: null,
-        data: null,
-        retryAfterMs: null,
-      };
-    }
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    return platformCall(endpoint, `${this.opts.apiBase}${path}`, { method, headers, body }, { ...this.opts, fetch: this.fetchImpl, now: this.now }, (text, status) =>
+      withStatusWhenUnread(parseEnvelope(text), status),
+    );
+  }
+}
+
+/** An answer body read into the fields of a PlatformAnswer (each platform's own shape: parseEnvelope, Graph, Google). */
+export type ParsedAnswer = Pick<PlatformAnswer, 'code' | 'message' | 'requestId' | 'data'>;
+
+/** A body that is not the platform's JSON says so with its HTTP status (a proxy's error page, say). */
+export function withStatusWhenUnread(p: ParsedAnswer, httpStatus: number): ParsedAnswer {
+  return p.code === null ? { ...p, message: `HTTP ${httpStatus}, ${p.message}` } : p;
+}
+
+/**
+ * One HTTP call to a platform, for every platform's client: the timeout (and the caller's abort), the latency
+ * metric per endpoint and outcome, and an answer whatever happened: `parse` reads the body, no answer at all
+ * becomes a transport error. Never throws for what the platform or the network did.
+ */
+export async function platformCall(
+  endpoint: PlatformEndpoint,
+  url: string,
+  init: { readonly method: string; readonly headers: Record<string, string>; readonly body?: string | undefined },
+  opts: { readonly timeoutMs: number; readonly signal?: AbortSignal | undefined; readonly fetch: typeof fetch; readonly now: () => number },
+  parse: (text: string, httpStatus: number) => ParsedAnswer,
+): Promise<PlatformAnswer> {
+  const timeout = AbortSignal.timeout(opts.timeoutMs);
+  const signal = opts.signal ? AbortSignal.any([timeout, opts.signal]) : timeout;
+  const started = performance.now();
+  const observe = (outcome: string): void => platformLatency.observe({ endpoint, outcome }, (performance.now() - started) / 1000);
+  try {
+    const res = await opts.fetch(url, { ...init, signal });
+    const parsed = parse(await res.text(), res.status);
+    observe(parsed.code === null ? `http_${res.status}` : String(parsed.code));
+    return {
+      endpoint,
+      httpStatus: res.status,
+      transportError: null,
+      ...parsed,
+      retryAfterMs: parseRetryAfter(res.headers.get('retry-after'), opts.now()),
+    };
+  } catch (err) {
+    const timedOut = timeout.aborted || (err as Error)?.name === 'TimeoutError';
+    observe(timedOut ? 'timeout' : 'network');
+    return {
+      endpoint,
+      httpStatus: 0,
+      transportError: timedOut ? 'timeout' : 'network',
+      code: null,
+      message: timedOut ? `no answer within ${opts.timeoutMs} ms` : `network error: ${(err as Error)?.message ?? String(err)}`,
+      requestId: null,
+      data: null,
+      retryAfterMs: null,
+    };
   }
 }
 

@@ -16,7 +16,7 @@ import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { codeLabel } from './classify.js';
 import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
-import { BackgroundLoop } from './loop.js';
+import { DrainLoop } from './loop.js';
 import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
 import type { BatchGroup, OutboxRepo, OutboxRow } from './outbox-repo.js';
 import { TIKTOK_DESTINATION_ID, type DeliveryRepo } from './delivery-repo.js';
@@ -63,62 +63,48 @@ export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
 }
 
 export class ForwardSender {
-  private readonly loop: BackgroundLoop;
-  private readonly inflight = new Map<string, Promise<void>>();
-  private stopping = false;
+  private readonly drains: DrainLoop;
   private lastGauges = 0;
   private lastPurge = 0;
   private readonly kind: DestinationKind;
 
   constructor(private readonly deps: SenderDeps) {
     this.kind = deps.kind ?? tiktokKind(deps.client);
-    const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
-    this.loop = new BackgroundLoop('forward-sender', poll, () => this.tick(), deps.logger);
+    this.drains = new DrainLoop({
+      name: 'forward-sender',
+      lingerMs: deps.options.lingerMs,
+      logger: deps.logger,
+      concurrency: deps.options.concurrency,
+      tick: () => this.tick(),
+      drain: (ws) => this.drain(ws),
+      // An unexpected failure backs this connection off like a retryable answer: it is not picked again at once.
+      failed: async (ws, err) => {
+        const delay = await this.backOffAfterError(ws);
+        this.deps.logger.error({ err, workspace: ws, retry_in_ms: delay }, 'sending failed; will retry');
+      },
+    });
   }
 
   start(): void {
-    this.loop.start();
+    this.drains.run();
   }
 
   /** Looks for work now (e.g. after the intake queued conversions or a workspace connected). */
   wake(): void {
-    this.loop.wake();
+    this.drains.wake();
   }
 
   /** Stops taking batches; the batches on the wire finish (bounded by the request timeout). */
   async stop(): Promise<void> {
-    this.stopping = true;
-    await this.loop.stop();
-    await Promise.all(this.inflight.values());
+    await this.drains.stop();
   }
 
   /** Starts a drain for every connection that may send now, up to the concurrency. */
   async tick(): Promise<void> {
     await this.housekeeping();
-    const free = this.deps.options.concurrency - this.inflight.size;
-    if (free <= 0 || this.stopping) return;
+    if (this.drains.free <= 0 || this.drains.stopping) return;
     const { lingerMs, batchSize } = this.deps.options;
-    const candidates = await this.deps.connections.sendable(this.deps.owner, free + this.inflight.size, lingerMs, batchSize);
-    for (const ws of candidates) {
-      if (this.inflight.size >= this.deps.options.concurrency) break;
-      if (this.inflight.has(ws)) continue;
-      const drain = this.drain(ws)
-        .then(
-          () => true,
-          async (err: unknown) => {
-            // An unexpected failure (a database error, a bug) backs this connection off like a retryable answer:
-            // it is not picked again at once, and the loop is not woken for it.
-            const delay = await this.backOffAfterError(ws);
-            this.deps.logger.error({ err, workspace: ws, retry_in_ms: delay }, 'sending failed; will retry');
-            return false;
-          },
-        )
-        .then((ok) => {
-          this.inflight.delete(ws);
-          if (ok && !this.stopping) this.loop.wake();
-        });
-      this.inflight.set(ws, drain);
-    }
+    this.drains.drainAll(await this.deps.connections.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   /** Backs a connection off after an unexpected error; the delay, or null when even that failed. */
@@ -139,7 +125,7 @@ export class ForwardSender {
     let conn = await connections.leaseForSending(workspaceId, owner, options.leaseMs);
     if (!conn) return;
     try {
-      while (!this.stopping) {
+      while (!this.drains.stopping) {
         const group = await outbox.readyGroup(workspaceId, options.lingerMs, options.batchSize);
         if (!group) return;
         const rows = await outbox.take(workspaceId, group, options.batchSize);

@@ -41,7 +41,10 @@ export interface ConversionReady {
   readonly received_at: number;
   /** The gateway request that carried the event: the forwarder logs it with the batch that sends the conversion. */
   readonly request_id?: string | null;
-  /** From the workspace's forwarding setup. */
+  /**
+   * From the workspace's forwarding setup (its first TikTok destination). Both empty: that setup did not select the
+   * event (or there is none) and only the workspace's other destinations get it (forFirstTiktok).
+   */
   readonly event_source: string;
   readonly event_source_id: string;
   /** Set only for events sent with a test-mode key, and only when the setup has a test_event_code. */
@@ -75,6 +78,9 @@ export interface ConversionExplanation {
   readonly limited_data_use: boolean;
   readonly fields: readonly FieldExplanation[];
 }
+
+/** Whether the workspace's first TikTok destination (its forwarding setup) gets this conversion. */
+export const forFirstTiktok = (c: Pick<ConversionReady, 'event_source' | 'event_source_id'>): boolean => c.event_source !== '' || c.event_source_id !== '';
 
 /** Partition key on conversions.ready: one workspace's conversion with one event_id always lands together. */
 export const conversionKey = (c: Pick<ConversionReady, 'workspace_id' | 'event_id'>): string => `${c.workspace_id}:${c.event_id}`;

@@ -1,7 +1,7 @@
 /**
- * The whole service in this process (embedded default, in memory, listening on loopback) with the TikTok sandbox,
- * the Meta stand-in and the Google stand-in, every platform's variables pointing at them: the destination tests'
- * setting.
+ * The whole service in this process (embedded default, in memory, listening on loopback; or the runtime `env`
+ * selects: KAFKA_BROKERS, SCHEMA_REGISTRY_URL, DATABASE_URL, KAFKA_GROUP_PREFIX) with the TikTok sandbox, the Meta
+ * stand-in and the Google stand-in, every platform's variables pointing at them: the destination tests' setting.
  */
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,7 +26,11 @@ export interface WithStandIns {
   close(): Promise<void>;
 }
 
-export async function startWithStandIns(opts: { readonly name: string; readonly pixels: readonly string[] }): Promise<WithStandIns> {
+export async function startWithStandIns(opts: {
+  readonly name: string;
+  readonly pixels: readonly string[];
+  readonly env?: Readonly<Record<string, string>>;
+}): Promise<WithStandIns> {
   const token = `${opts.name}-admin-token`;
   const tiktok = await startSandbox({ port: 0 });
   const meta = await startMetaSandbox({ pixels: [...opts.pixels] });
@@ -42,8 +46,9 @@ export async function startWithStandIns(opts: { readonly name: string; readonly 
     ADMIN_TOKEN: token,
     LOG_LEVEL: 'silent',
     GATEWAY_MAX_EVENT_LOOP_DELAY_MS: '0',
+    ...opts.env,
   });
-  const service = await startService(config, silentLogger, { inMemoryDb: true });
+  const service = await startService(config, silentLogger, { inMemoryDb: !opts.env?.DATABASE_URL });
   await service.app.listen({ port, host: '127.0.0.1' });
   return {
     tiktok,

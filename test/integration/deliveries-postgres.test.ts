@@ -6,7 +6,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Attempt } from '../../services/forwarder/destinations/deliver.js';
 import type { Outgoing } from '../../services/forwarder/destinations/kind.js';
-import { DeliveryRepo, markDeliveriesDead } from '../../services/forwarder/delivery-repo.js';
+import { DeliveryRepo } from '../../services/forwarder/delivery-repo.js';
+import { deadLetterExpired } from '../../services/forwarder/outbox-repo.js';
 import { deliveriesStep } from '../../services/privacy/erasure-steps.js';
 import type { PlatformEventRecord } from '../../services/shared/conversion.js';
 import type { Db } from '../../services/shared/db/db.js';
@@ -89,15 +90,24 @@ describe.each([
     expect((await repo.list(WS, { eventId: 'e3' }, { limit: 1 }))[0]!.outcome).toBe('retrying');
   });
 
-  it('marks dropped ones dead (never a sent one), erases a person\'s, purges old ones', async () => {
-    await db.transaction((tx) =>
-      markDeliveriesDead(tx, [
-        { workspaceId: WS, destinationId: 'dst_m', eventId: 'e1' },
-        { workspaceId: WS, destinationId: 'tiktok', eventId: 'e1' },
-      ]),
-    );
+  it('marks dropped ones dead (never a sent one) with their dead letters, erases a person\'s, purges old ones', async () => {
+    const expired = (destinationId: string) => ({
+      workspaceId: WS,
+      destinationId,
+      eventId: 'e1',
+      record: conversion(WS, { event_id: 'e1' }).record,
+      eventSource: 'WEB',
+      eventSourceId: 'P',
+      testEventCode: '',
+      sourceEvent: 'purchase',
+    });
+    await db.transaction((tx) => deadLetterExpired(tx, [expired('dst_m'), expired('tiktok')], Date.now()));
     const outcomes = async () => (await repo.list(WS, {}, { limit: 10 })).map((d) => `${d.destination} ${d.eventId} ${d.outcome}`);
     expect(await outcomes()).toEqual(['dst_m e1 dead', 'tiktok e3 retrying', 'tiktok e2 sent', 'tiktok e1 sent']);
+    // Only the one that turned dead has a letter, under the destination's origin: the deliveries redrive finds it.
+    const letters = await db.query<{ id: string; origin: string; reason: string; error: string }>("SELECT id, origin, reason, error FROM dead_letters WHERE workspace_id = $1 AND reason = 'expired'", [WS]);
+    expect(letters.rows).toEqual([{ id: expect.any(String), origin: 'dst_m:e1', reason: 'expired', error: expect.stringMatching(/^destination dst_m: not delivered within FORWARDER_PARK_MAX_HOURS; last answer: 0 OK/) }]);
+    expect(await repo.redrivable(WS, { eventIds: ['e1'] })).toEqual([{ deliveryId: expect.any(Number), letterId: letters.rows[0]!.id }]);
     const removed = await db.transaction((tx) =>
       deliveriesStep.run(tx, { erasureId: 'er_1', workspaceId: WS, requestedAt: Date.now(), nodes: [{ kind: 'email_sha256', value: ANN }] }),
     );

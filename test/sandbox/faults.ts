@@ -15,7 +15,7 @@ function isInt(v: unknown, min: number, max: number): v is number {
 function parseFault(raw: unknown, where: string): Fault | string {
   if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return `${where}: must be an object`;
   const r = raw as Record<string, unknown>;
-  const known = new Set(['http_status', 'code', 'message', 'delay_ms', 'retry_after', 'times']);
+  const known = new Set(['http_status', 'code', 'message', 'delay_ms', 'retry_after', 'times', 'event_source_id']);
   for (const key of Object.keys(r)) if (!known.has(key)) return `${where}.${key}: unknown key`;
   const fault: Fault = { times: 1 };
   if (r.times !== undefined) {
@@ -41,6 +41,10 @@ function parseFault(raw: unknown, where: string): Fault | string {
   if (r.retry_after !== undefined) {
     if (!isInt(r.retry_after, 0, 86_400)) return `${where}.retry_after: must be whole seconds`;
     fault.retry_after = r.retry_after;
+  }
+  if (r.event_source_id !== undefined) {
+    if (typeof r.event_source_id !== 'string' || r.event_source_id === '') return `${where}.event_source_id: must be a non-empty string`;
+    fault.event_source_id = r.event_source_id;
   }
   if (fault.http_status === undefined && fault.code === undefined && fault.delay_ms === undefined) {
     return `${where}: needs at least one of http_status, code, delay_ms`;
@@ -72,12 +76,15 @@ export function enqueueFaults(state: SandboxState, faults: Partial<Record<FaultK
   for (const key of FAULT_KEYS) state.faults[key].push(...(faults[key] ?? []).map((f) => ({ ...f })));
 }
 
-function takeFault(state: SandboxState, key: FaultKey): Fault | undefined {
+/** The first queued fault that applies to this call (a fault for one event source skips the others' calls). */
+function takeFault(state: SandboxState, key: FaultKey, request: FastifyRequest): Fault | undefined {
   const queue = state.faults[key];
-  const head = queue[0];
+  const source = (request.body as { event_source_id?: unknown } | undefined)?.event_source_id;
+  const i = queue.findIndex((f) => f.event_source_id === undefined || f.event_source_id === source);
+  const head = queue[i];
   if (!head) return undefined;
   head.times -= 1;
-  if (head.times <= 0) queue.shift();
+  if (head.times <= 0) queue.splice(i, 1);
   return head;
 }
 
@@ -97,7 +104,7 @@ export async function applyFault(
   request: FastifyRequest,
   reply: FastifyReply,
 ): Promise<boolean> {
-  const fault = takeFault(state, key);
+  const fault = takeFault(state, key, request);
   if (!fault) return false;
   if (fault.delay_ms) {
     state.delayed[key] = (state.delayed[key] ?? 0) + 1;

@@ -108,6 +108,8 @@ export interface Fault {
   message?: string;
   delay_ms?: number;
   retry_after?: number;
+  /** Only calls of event/track for this event source id (pixel) take this fault; others pass it by. */
+  event_source_id?: string;
   /** Remaining applications. */
   times: number;
 }

@@ -3,7 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildApp } from '../../compose/app.js';
 import { createPlatformSide, type PlatformSide } from '../../compose/platform.js';
-import { conversion, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
+import { conversion, sandboxControl, sandboxPlatformEnv, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import { googleServiceEnv, startGoogleSandbox, type RunningGoogleSandbox } from '../../../test/sandbox/google/app.js';
 import { loadConfig } from '../../shared/config.js';
@@ -117,11 +117,27 @@ describe('/destinations', () => {
       expect(r.body).toMatch(message);
     });
 
-    it('refuses a second TikTok destination, a kind change, deleting the first TikTok one, and unknown ids', async () => {
+    it('a second TikTok destination is a destination of its own; the first one stays the forwarding setup', async () => {
       const ws = await rig.workspace();
       const post = (payload: unknown) => app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
-      expect((await post({ kind: 'tiktok', name: 'a', setup: tiktokSetup })).statusCode).toBe(201);
-      expect((await post({ kind: 'tiktok', name: 'b', setup: tiktokSetup })).statusCode).toBe(409);
+      expect((await post({ kind: 'tiktok', name: 'a', setup: tiktokSetup })).json()).toMatchObject({ id: 'tiktok' });
+      const second = await post({ kind: 'tiktok', name: 'b', setup: { ...tiktokSetup, event_source_id: 'PIXEL456' } });
+      expect(second.statusCode, second.body).toBe(201);
+      expect(second.json()).toMatchObject({ kind: 'tiktok', name: 'b', status: 'disconnected', setup: { event_source_id: 'PIXEL456' } });
+      expect(second.json().id).toMatch(/^dst_/);
+      const first = await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/tiktok`, headers: auth });
+      expect(first.json()).toMatchObject({ setup: { event_source_id: 'PIXEL123' } });
+      const list = await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth });
+      expect(list.json().items.map((d: { id: string }) => d.id)).toEqual(['tiktok', second.json().id]);
+      expect((await post({ kind: 'tiktok', name: 'c', setup: { ...tiktokSetup, event_source: 'NOPE' } })).statusCode).toBe(422);
+      // Its connection starts the destination flow (the service's start link), not the workspace's.
+      const started = await app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations/${second.json().id}/connection`, headers: auth });
+      expect(started.statusCode, started.body).toBe(200);
+      expect(started.json().authorize_url).toMatch(/^http:\/\/svc\.test\/oauth\/destination\/start\?state=/);
+    });
+
+    it('refuses a kind change, deleting the first TikTok one, and unknown ids', async () => {
+      const ws = await rig.workspace();
       const m = await createMeta(ws);
       expect((await app.inject({ method: 'PUT', url: `/admin/v1/workspaces/${ws}/destinations/${m.id}`, headers: auth, payload: { kind: 'tiktok', name: 'x', setup: tiktokSetup } })).statusCode).toBe(422);
       expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/tiktok`, headers: auth })).statusCode).toBe(409);
@@ -195,6 +211,33 @@ describe('/destinations/{id}/connection (Meta)', () => {
       expect(unconfigured.statusCode).toBe(503);
       expect(unconfigured.json().detail).toMatch(/META_APP_ID and META_APP_SECRET/);
     });
+  });
+});
+
+describe('/destinations/{id}/connection (a second TikTok destination)', () => {
+  it('connects in the browser through the destination flow, reads its advertiser and time zone, and revokes on disconnect', async () => {
+    const ws = await rig.workspace();
+    const post = (payload: unknown) => app.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations`, headers: auth, payload });
+    expect((await post({ kind: 'tiktok', name: 'TikTok', setup: tiktokSetup })).statusCode).toBe(201);
+    const id = (await post({ kind: 'tiktok', name: 'TikTok two', setup: { ...tiktokSetup, event_source_id: 'PIXEL456' } })).json().id as string;
+    const c = await connectInBrowser(ws, id);
+    expect(c.status, c.body).toBe(200);
+    expect(await c.replay()).toBe(400);
+    const connection = (await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json();
+    expect(connection).toMatchObject({ status: 'connected', account_id: expect.stringMatching(/^\d+$/), time_zone: 'America/New_York', access_expires_at: expect.any(String) });
+    // The workspace's own connection is another one: still not connected.
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/tiktok/connection`, headers: auth })).json()).toMatchObject({ status: 'disconnected' });
+
+    const revoked = async () => ((await sandboxControl(rig.sandbox, '/revocations')).revocations as Array<{ outcome: string }>).filter((r) => r.outcome === 'revoked').length;
+    const before = await revoked();
+    expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).statusCode).toBe(204);
+    expect(await revoked()).toBe(before + 1);
+    expect((await app.inject({ method: 'GET', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth })).json()).toMatchObject({ status: 'disconnected' });
+
+    const unconfigured = await bare.inject({ method: 'POST', url: `/admin/v1/workspaces/${ws}/destinations/${id}/connection`, headers: auth });
+    expect(unconfigured.statusCode).toBe(503);
+    expect(unconfigured.json().detail).toMatch(/PLATFORM_APP_ID and PLATFORM_APP_SECRET/);
+    expect((await app.inject({ method: 'DELETE', url: `/admin/v1/workspaces/${ws}/destinations/${id}`, headers: auth })).statusCode).toBe(204);
   });
 });
 

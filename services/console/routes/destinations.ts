@@ -15,7 +15,7 @@ import { MetaNotConfiguredError, metaSetupSchema, type MetaClient } from '../../
 import { GoogleNotConfiguredError, googleSetupSchema, type GoogleClient } from '../../forwarder/destinations/google.js';
 import type { Destination, DestinationRepo, DestinationSetup } from '../../forwarder/destinations/repo.js';
 import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
-import { PlatformNotConfiguredError } from '../../forwarder/platform-client.js';
+import { PlatformNotConfiguredError, type PlatformClient } from '../../forwarder/platform-client.js';
 import type { Revoker } from '../../forwarder/revoker.js';
 import type { Db } from '../../shared/db/db.js';
 import type { ForwardingSetup, ForwardingSetupInput } from '../../shared/forwarding-setup.js';
@@ -35,6 +35,8 @@ export interface DestinationRouteDeps {
   readonly destinationFlow: DestinationFlow;
   readonly meta: MetaClient;
   readonly google: GoogleClient;
+  /** TikTok's client: a second TikTok destination's token is revoked with it. */
+  readonly tiktok: PlatformClient;
   readonly connections: ConnectionRepo;
   readonly flow: OAuthFlow;
   readonly revoker: Revoker;
@@ -130,17 +132,22 @@ const authorizeSchema = {
  * asked to revoke, briefly awaited. The admin API and the console both go through here.
  */
 export async function disconnectDestination(
-  deps: Pick<DestinationRouteDeps, 'destinations' | 'meta' | 'google'>,
+  deps: Pick<DestinationRouteDeps, 'destinations' | 'meta' | 'google' | 'tiktok'>,
   log: FastifyBaseLogger,
   d: Destination,
   remove: boolean,
 ): Promise<void> {
   const { accessToken, refreshToken, dropped } = remove ? { ...(await deps.destinations.remove(d.workspaceId, d.id)), dropped: 0 } : await deps.destinations.disconnect(d.id);
   if (dropped > 0) destinationConversions.inc({ destination: d.kind, outcome: 'dropped', code: 'disconnected' }, dropped);
-  // Google: revoking the refresh token ends the whole grant; Meta: removing the app's permissions does.
+  // Google: revoking the refresh token ends the whole grant; Meta: removing the app's permissions does; TikTok:
+  // revoking the access token does.
   const token = d.kind === 'google' ? (refreshToken ?? accessToken) : accessToken;
   if (token === null) return;
-  const answer = d.kind === 'google' ? await deps.google.revoke(token) : await deps.meta.revoke(token);
+  if (d.kind === 'tiktok' && !deps.tiktok.configured) {
+    log.warn({ destination: d.id }, 'destination token deleted, not revoked: the TikTok app is not configured here');
+    return;
+  }
+  const answer = d.kind === 'google' ? await deps.google.revoke(token) : d.kind === 'tiktok' ? await deps.tiktok.revoke(token) : await deps.meta.revoke(token);
   if (answer.code === 0) log.info({ destination: d.id }, 'destination permissions revoked');
   // A token Meta no longer takes has nothing left to revoke; anything else is logged for the operator.
   else log.warn({ destination: d.id, code: answer.code, message: answer.message }, 'destination revocation not confirmed');
@@ -165,18 +172,16 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
 
   app.post<{ Params: { ws: string }; Body: { kind: DestinationKindName; name: string; setup: unknown } }>(
     '/admin/v1/workspaces/:ws/destinations',
-    { schema: { body, response: { 201: destinationSchema, ...problems(409, 422) } } },
+    { schema: { body, response: { 201: destinationSchema, ...problems(422) } } },
     async (request, reply) => {
       const { ws } = request.params;
       await requireWorkspace(ws);
       const { kind, name } = request.body;
       const parsed = parseSetup(kind, request.body.setup);
       if (!parsed.ok) throw new IngestError('unprocessable', parsed.message);
-      if (kind === 'tiktok') {
-        // The workspace's first TikTok destination is its forwarding setup; a second one is not offered yet.
-        if (await forwarding.get(ws)) {
-          throw new IngestError('conflict', `workspace ${ws} already has its TikTok destination (id "${FIRST_TIKTOK_ID}"); a second TikTok destination is not available yet`);
-        }
+      // The workspace's first TikTok destination is its forwarding setup; a second (third…) one is a destination
+      // of its own, with its own connection, like any other kind.
+      if (kind === 'tiktok' && !(await forwarding.get(ws))) {
         await forwarding.put(ws, request.body.setup as ForwardingSetupInput);
         return reply.code(201).send(await firstTiktok(ws));
       }
@@ -268,7 +273,7 @@ export function destinationRoutes(app: FastifyInstance, deps: DestinationRouteDe
       return { status: c.status, account_id: c.advertiser_id, time_zone: c.time_zone, access_expires_at: c.access_expires_at, reason: c.reason };
     }
     const d = await requireDestination(ws, id);
-    return { status: d.status, account_id: d.accountId, time_zone: null, access_expires_at: iso(d.accessExpiresAt), reason: d.statusReason };
+    return { status: d.status, account_id: d.accountId, time_zone: d.timeZone, access_expires_at: iso(d.accessExpiresAt), reason: d.statusReason };
   });
 
   app.delete<{ Params: Params }>(

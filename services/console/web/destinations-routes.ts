@@ -43,6 +43,7 @@ export function destinationsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): 
   const notConfigured = (kind: DestinationKindName): string | null => {
     if (kind === 'meta' && !deps.meta.configured) return sentence(new MetaNotConfiguredError().message);
     if (kind === 'google' && !deps.google.configured) return sentence(new GoogleNotConfiguredError().message);
+    if (kind === 'tiktok' && !deps.tiktok.configured) return sentence(new PlatformNotConfiguredError().message);
     return null;
   };
 
@@ -99,12 +100,9 @@ export function destinationsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): 
     const a = await access(request, reply, { owner: true });
     if (!a) return reply;
     const kind = kindOf(one(request.query.kind));
-    // The first TikTok destination is the workspace's forwarding setup: it is set up on Forwarding.
-    if (kind === 'tiktok') {
-      if (await forwarding.get(a.ws.workspaceId)) {
-        request.session.flash = `This workspace has its TikTok destination already (its Forwarding setup and Connection); a second TikTok destination is not available yet.`;
-        return reply.redirect(`${base(a)}/${TIKTOK_DESTINATION_ID}`, 303);
-      }
+    // The first TikTok destination is the workspace's forwarding setup: it is set up on Forwarding. A second one
+    // (another advertiser) is a destination of its own, like Meta's and Google's.
+    if (kind === 'tiktok' && !(await forwarding.get(a.ws.workspaceId))) {
       request.session.flash = 'The TikTok destination is this workspace\'s forwarding setup: choose its events and pixel here, then connect it on Connection.';
       return reply.redirect(`/console/w/${a.ws.workspaceId}/forwarding`, 303);
     }
@@ -115,7 +113,10 @@ export function destinationsRoutes(app: FastifyInstance, deps: ConsoleWebDeps): 
     const a = await access(request, reply, { owner: true });
     if (!a) return reply;
     const kind = kindOf(one(request.body?.kind));
-    if (kind === null || kind === 'tiktok') throw new ConsoleHttpError(400, 'Choose Meta or Google Ads (TikTok is set up on Forwarding).');
+    if (kind === null) throw new ConsoleHttpError(400, 'Choose TikTok, Meta or Google Ads.');
+    if (kind === 'tiktok' && !(await forwarding.get(a.ws.workspaceId))) {
+      throw new ConsoleHttpError(400, 'The first TikTok destination is this workspace\'s Forwarding setup: set it up on Forwarding.');
+    }
     const form = destinationFromForm(kind, request.body ?? {});
     if (!form.setup) return newPage(request, reply, a, kind, form, 400);
     const d = await deps.destinations.create(a.ws.workspaceId, kind, form.name, form.setup);

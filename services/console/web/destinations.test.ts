@@ -229,14 +229,30 @@ describe('the Destinations pages', () => {
     expect(first.headers.location).toBe(`/console/w/${ws}/forwarding`);
     // The admin API's way of creating the first TikTok destination: the workspace's forwarding setup.
     expect((await admin('POST', `/admin/v1/workspaces/${ws}/destinations`, { kind: 'tiktok', name: 'TikTok', setup: SETUP })).statusCode).toBe(201);
-    const again = await owner.send('GET', `/console/w/${ws}/destinations/new?kind=tiktok`);
-    expect(again.headers.location).toBe(`/console/w/${ws}/destinations/tiktok`);
     const page = await owner.send('GET', `/console/w/${ws}/destinations/tiktok`);
-    expect(page.body).toContain('a second TikTok destination is not available yet');
     expect(page.body).toContain('Connect ad account');
     expect(page.body).toContain('order-tiktok-1');
     expect(page.body).not.toContain('order-meta-1');
     const list = await owner.send('GET', `/console/w/${ws}/destinations`);
     expect(list.body).toContain(`href="/console/w/${ws}/destinations/tiktok">TikTok</a>`);
+  });
+
+  it('TikTok: with the first one set up, a second (another advertiser) is a destination of its own, added from its form', async () => {
+    const form = await owner.send('GET', `/console/w/${ws}/destinations/new?kind=tiktok`);
+    expect(form.statusCode).toBe(200);
+    expect(form.body).toContain('name="event_source_id"');
+    const bad = await owner.post(`/console/w/${ws}/destinations`, { kind: 'tiktok', dest_name: 'TikTok: second advertiser', event_source: 'WEB', event_source_id: '', pii_mode: 'hashed', click_window_days: '7', extra_name: 'purchase', extra_to: 'CompletePayment' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toContain('event_source_id');
+    const r = await owner.post(`/console/w/${ws}/destinations`, { kind: 'tiktok', dest_name: 'TikTok: second advertiser', event_source: 'WEB', event_source_id: 'PIXEL2', pii_mode: 'hashed', click_window_days: '7', extra_name: 'purchase', extra_to: 'CompletePayment' });
+    expect(r.statusCode, r.body).toBe(303);
+    const id = /\/destinations\/(dst_[^/?#]+)$/.exec(String(r.headers.location))![1]!;
+    expect((await admin('GET', `/admin/v1/workspaces/${ws}/destinations/${id}`)).json()).toMatchObject({
+      kind: 'tiktok',
+      name: 'TikTok: second advertiser',
+      setup: { event_source: 'WEB', event_source_id: 'PIXEL2', events: [{ name: 'purchase', platform_event: 'CompletePayment' }] },
+    });
+    const list = await owner.send('GET', `/console/w/${ws}/destinations`);
+    expect(list.body).toContain(`href="/console/w/${ws}/destinations/${id}">TikTok: second advertiser</a>`);
   });
 });

@@ -24,6 +24,7 @@ import type { GoogleClient } from '../../forwarder/destinations/google.js';
 import type { MetaClient } from '../../forwarder/destinations/meta.js';
 import type { DestinationRepo } from '../../forwarder/destinations/repo.js';
 import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
+import type { PlatformClient } from '../../forwarder/platform-client.js';
 import type { Revoker } from '../../forwarder/revoker.js';
 import type { Db } from '../../shared/db/db.js';
 import { repoRoot } from '../../shared/repo-root.js';
@@ -60,6 +61,7 @@ export interface ConsoleWebDeps {
   readonly destinationFlow: DestinationFlow;
   readonly meta: MetaClient;
   readonly google: GoogleClient;
+  readonly tiktok: PlatformClient;
   /** Those platforms' authorize pages (Meta, Google): a Connect form redirects there too. */
   readonly destinationAuthUrls: readonly string[];
   readonly plans: readonly string[];

@@ -39,19 +39,32 @@ export function planFanOut(c: Pick<ConversionReady, 'key_mode'>, eventName: stri
   return { action: 'queue', platformEvent: m.platform_event, testEventCode: '' };
 }
 
-/** Files the conversions for their workspaces' destinations; returns how many were queued. */
+/** What a destination's batches are grouped by: Meta's pixel, a TikTok destination's event source id (its pixel). */
+function batchSourceOf(setup: DestinationSetup): string {
+  if (typeof setup.pixel_id === 'string') return setup.pixel_id;
+  return typeof setup.event_source_id === 'string' ? setup.event_source_id : '';
+}
+
+/**
+ * What became of the conversions that at least one destination selected, by `workspace\nledger id`: `queued` for
+ * some destination, or `duplicate` (every destination that selected it has it already, sent or waiting).
+ */
+export type DestinationFiling = Map<string, 'queued' | 'duplicate'>;
+
+/** Files the conversions for their workspaces' destinations. */
 export async function fileIntoDestinations(
   tx: Sql,
   conversions: readonly ConversionReady[],
   opts: { readonly resendSentBefore?: number } = {},
-): Promise<number> {
+): Promise<DestinationFiling> {
+  const filing: DestinationFiling = new Map();
   const workspaces = [...new Set(conversions.map((c) => c.workspace_id))];
-  if (workspaces.length === 0) return 0;
+  if (workspaces.length === 0) return filing;
   const d = await tx.query<FanOutDestination & { setup: DestinationSetup | string }>(
     `SELECT id, workspace_id, status, setup, connected_at IS NOT NULL AS ever_connected FROM destinations WHERE workspace_id = ANY($1::text[])`,
     [workspaces],
   );
-  if (d.rows.length === 0) return 0;
+  if (d.rows.length === 0) return filing;
   const byWorkspace = new Map<string, FanOutDestination[]>();
   for (const row of d.rows) {
     const dest = { ...row, setup: typeof row.setup === 'string' ? (JSON.parse(row.setup) as DestinationSetup) : row.setup };
@@ -69,8 +82,9 @@ export async function fileIntoDestinations(
       if (plan.action === 'queue') queue.push({ c, dest, id: ledgerEventId(c), platformEvent: plan.platformEvent, testEventCode: plan.testEventCode });
     }
   }
-  if (queue.length === 0) return 0;
-  const ins = await tx.query(
+  if (queue.length === 0) return filing;
+  for (const q of queue) filing.set(`${q.c.workspace_id}\n${q.id}`, 'duplicate');
+  const ins = await tx.query<{ workspace_id: string; event_id: string }>(
     `INSERT INTO destination_outbox (destination_id, workspace_id, event_id, event_source_id, test_event_code, record, received_at, request_id)
      SELECT d, w, e, p, t, r, to_timestamp(at / 1000.0), q
      FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[], $8::text[])
@@ -79,12 +93,12 @@ export async function fileIntoDestinations(
        SELECT 1 FROM destination_sent s WHERE s.destination_id = u.d AND s.event_id = u.e
          AND ($9::double precision IS NULL OR s.sent_at >= to_timestamp($9::double precision / 1000.0)))
      ON CONFLICT (destination_id, event_id) DO NOTHING
-     RETURNING id`,
+     RETURNING workspace_id, event_id`,
     [
       queue.map((q) => q.dest.id),
       queue.map((q) => q.c.workspace_id),
       queue.map((q) => q.id),
-      queue.map((q) => (typeof q.dest.setup.pixel_id === 'string' ? q.dest.setup.pixel_id : '')),
+      queue.map((q) => batchSourceOf(q.dest.setup)),
       queue.map((q) => q.testEventCode),
       queue.map((q) => JSON.stringify({ ...q.c.record, event: q.platformEvent })),
       queue.map((q) => q.c.received_at),
@@ -92,5 +106,6 @@ export async function fileIntoDestinations(
       opts.resendSentBefore ?? null,
     ],
   );
-  return ins.rows.length;
+  for (const row of ins.rows) filing.set(`${row.workspace_id}\n${row.event_id}`, 'queued');
+  return filing;
 }

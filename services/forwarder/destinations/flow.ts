@@ -1,8 +1,10 @@
 /**
- * Connecting a destination whose kind authorises in the browser (Meta's login dialog), with the same guarantees as
+ * Connecting a destination in the browser (Meta's login dialog, Google's consent page, TikTok's authorize page for a
+ * second TikTok destination), with the same guarantees as
  * the workspace's TikTok connection (../oauth-flow.ts): a one-time `state` stored only as its hash, bound to the
  * browser that opened the service's start link (a cookie's random value, hashed), valid 10 minutes, claimed once;
- * the code is exchanged and checked (connectMeta) before anything is stored.
+ * the code is exchanged and checked (connectMeta, connectTiktok) before anything is stored. TikTok's flow also
+ * carries a PKCE verifier, sealed like the workspace flow's.
  */
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../shared/db/db.js';
@@ -10,6 +12,9 @@ import { sha256Hex } from '../../shared/ids.js';
 import type { Logger } from '../../shared/logger.js';
 import { GOOGLE_SCOPE, GoogleNotConfiguredError, parseGoogleGrant, type GoogleClient } from './google.js';
 import { connectMeta, MetaNotConfiguredError, type MetaClient } from './meta.js';
+import { connectTiktok, tiktokAuthorizeUrl } from '../oauth-flow.js';
+import { PlatformNotConfiguredError, type PlatformClient } from '../platform-client.js';
+import { tokenAad, type TokenCipher } from '../token-cipher.js';
 import type { Destination, DestinationRepo } from './repo.js';
 
 export const DESTINATION_STATE_TTL_MS = 10 * 60_000;
@@ -26,7 +31,10 @@ export class DestinationFlow {
   constructor(
     private readonly deps: {
       readonly db: Db;
+      readonly cipher: TokenCipher;
       readonly destinations: DestinationRepo;
+      readonly tiktok: PlatformClient;
+      readonly tiktokAuthUrl: string;
       readonly meta: MetaClient;
       readonly metaAuthUrl: string;
       readonly google: GoogleClient;
@@ -45,13 +53,15 @@ export class DestinationFlow {
   async start(d: Destination): Promise<{ startUrl: string; expiresAt: Date }> {
     this.requireConfigured(d.kind);
     const state = randomBytes(32).toString('base64url');
+    const stateHash = sha256Hex(state);
+    const verifier = d.kind === 'tiktok' ? this.deps.cipher.seal(randomBytes(48).toString('base64url'), tokenAad.verifier(stateHash)) : null;
     const expiresAt = new Date(Date.now() + DESTINATION_STATE_TTL_MS);
     await this.deps.db.transaction(async (tx) => {
       // A newer flow for the same destination supersedes any open one.
       await tx.query('UPDATE destination_oauth_states SET used_at = now() WHERE destination_id = $1 AND used_at IS NULL', [d.id]);
       await tx.query(
-        `INSERT INTO destination_oauth_states (state_hash, destination_id, redirect_uri, expires_at) VALUES ($1, $2, $3, $4)`,
-        [sha256Hex(state), d.id, this.redirectUri, expiresAt.toISOString()],
+        `INSERT INTO destination_oauth_states (state_hash, destination_id, redirect_uri, expires_at, code_verifier_enc) VALUES ($1, $2, $3, $4, $5)`,
+        [stateHash, d.id, this.redirectUri, expiresAt.toISOString(), verifier],
       );
       await tx.query(`DELETE FROM destination_oauth_states WHERE created_at < now() - interval '1 day'`);
     });
@@ -61,22 +71,27 @@ export class DestinationFlow {
   private requireConfigured(kind: Destination['kind']): void {
     if (kind === 'meta' && !this.deps.meta.configured) throw new MetaNotConfiguredError();
     if (kind === 'google' && !this.deps.google.configured) throw new GoogleNotConfiguredError();
-    if (kind !== 'meta' && kind !== 'google') throw new KindNotConnectableError(`a ${kind} destination cannot be connected here`);
+    if (kind === 'tiktok' && !this.deps.tiktok.configured) throw new PlatformNotConfiguredError();
+    if (kind !== 'meta' && kind !== 'google' && kind !== 'tiktok') throw new KindNotConnectableError(`a ${kind} destination cannot be connected here`);
   }
 
   /** Binds an open state to this browser; the platform's dialog URL to send it to, or why not. */
   async bind(state: string, binding: string): Promise<{ ok: true; authorizeUrl: string } | Extract<DestinationCallbackResult, { ok: false }>> {
     if (state === '' || state.length > 512) return { ok: false, status: 400, reason: 'missing_state', message: 'The link has no valid state parameter.' };
-    const r = await this.deps.db.query<{ destination_id: string }>(
+    const r = await this.deps.db.query<{ destination_id: string; code_verifier_enc: string | null }>(
       `UPDATE destination_oauth_states SET binding_hash = $2
        WHERE state_hash = $1 AND used_at IS NULL AND expires_at > now() AND (binding_hash IS NULL OR binding_hash = $2)
-       RETURNING destination_id`,
+       RETURNING destination_id, code_verifier_enc`,
       [sha256Hex(state), sha256Hex(binding)],
     );
     if (!r.rows[0]) return { ok: false, status: 400, reason: 'unknown_state', message: 'This link is unknown, used, expired or opened in another browser.' };
     const d = await this.deps.destinations.byId(r.rows[0].destination_id);
     if (!d) return { ok: false, status: 404, reason: 'unknown_destination', message: 'The destination was removed meanwhile.' };
     this.requireConfigured(d.kind);
+    if (d.kind === 'tiktok') {
+      const verifier = this.deps.cipher.open(r.rows[0].code_verifier_enc ?? '', tokenAad.verifier(sha256Hex(state)));
+      return { ok: true, authorizeUrl: tiktokAuthorizeUrl(this.deps.tiktokAuthUrl, this.deps.tiktok.appId, state, this.redirectUri, verifier) };
+    }
     const google = d.kind === 'google';
     const url = new URL(google ? this.deps.googleAuthUrl : this.deps.metaAuthUrl);
     url.searchParams.set('client_id', google ? this.deps.google.clientIdOrThrow() : this.deps.meta.appIdOrThrow());
@@ -102,10 +117,10 @@ export class DestinationFlow {
       return { ok: false, status: 400, reason: 'other_browser', message: 'Finish connecting in the browser where you opened the connect link.' };
     }
     // Claimed once, whatever follows: a replayed callback finds it used.
-    const claimed = await this.deps.db.query<{ destination_id: string; redirect_uri: string }>(
+    const claimed = await this.deps.db.query<{ destination_id: string; redirect_uri: string; code_verifier_enc: string | null }>(
       `UPDATE destination_oauth_states SET used_at = now()
        WHERE state_hash = $1 AND used_at IS NULL AND expires_at > now() AND binding_hash = $2
-       RETURNING destination_id, redirect_uri`,
+       RETURNING destination_id, redirect_uri, code_verifier_enc`,
       [sha256Hex(state), sha256Hex(binding)],
     );
     const row = claimed.rows[0];
@@ -113,11 +128,17 @@ export class DestinationFlow {
     if (typeof q.error === 'string') {
       return { ok: false, status: 400, reason: 'denied', message: `The platform answered: ${String(q.error_description ?? q.error)}. Nothing was changed.` };
     }
-    if (typeof q.code !== 'string' || q.code === '') return { ok: false, status: 400, reason: 'missing_code', message: 'The platform sent no authorisation code.' };
+    // TikTok names its code `auth_code`.
+    const code = typeof q.code === 'string' && q.code !== '' ? q.code : typeof q.auth_code === 'string' ? q.auth_code : '';
+    if (code === '') return { ok: false, status: 400, reason: 'missing_code', message: 'The platform sent no authorisation code.' };
     const d = await this.deps.destinations.byId(row.destination_id);
     if (!d) return { ok: false, status: 404, reason: 'unknown_destination', message: 'The destination was removed meanwhile.' };
     const grant =
-      d.kind === 'google' ? await this.connectGoogle(q.code, row.redirect_uri, String(d.setup.customer_id ?? '')) : await connectMeta(this.deps.meta, q.code, row.redirect_uri, String(d.setup.pixel_id ?? ''));
+      d.kind === 'google'
+        ? await this.connectGoogle(code, row.redirect_uri, String(d.setup.customer_id ?? ''))
+        : d.kind === 'tiktok'
+          ? await this.connectTiktok(d, code, this.deps.cipher.open(row.code_verifier_enc ?? '', tokenAad.verifier(sha256Hex(state))))
+          : await connectMeta(this.deps.meta, code, row.redirect_uri, String(d.setup.pixel_id ?? ''));
     if ('error' in grant) {
       this.deps.logger.warn({ destination: d.id, reason: grant.error }, 'destination connection failed');
       return { ok: false, status: 502, reason: 'exchange_failed', message: grant.error };
@@ -126,6 +147,23 @@ export class DestinationFlow {
     this.deps.logger.info({ destination: d.id, workspace: d.workspaceId, account: grant.accountId }, 'destination connected');
     this.deps.onConnected?.();
     return { ok: true, destinationId: d.id, accountId: grant.accountId };
+  }
+
+  /** TikTok's code for a grant of one advertiser (its first), with that advertiser's time zone. */
+  private async connectTiktok(
+    d: Destination,
+    code: string,
+    verifier: string,
+  ): Promise<{ accessToken: string; expiresIn: number | undefined; refreshToken?: string; accountId: string; timeZone: string } | { error: string }> {
+    const c = await connectTiktok({ client: this.deps.tiktok, logger: this.deps.logger.child({ destination: d.id }) }, code, verifier);
+    if (!c.ok) return { error: c.message };
+    return {
+      accessToken: c.grant.accessToken,
+      expiresIn: c.grant.expiresIn,
+      ...(c.grant.refreshToken === undefined ? {} : { refreshToken: c.grant.refreshToken }),
+      accountId: c.advertiserId,
+      timeZone: c.timeZone,
+    };
   }
 
   /** Google's code for an access token and a refresh token; without a refresh token the grant is useless. */

@@ -9,9 +9,8 @@ import { z } from 'zod';
 import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
-import { platformLatency } from '../metrics.js';
 import type { BatchGroup } from '../outbox-repo.js';
-import { parseRetryAfter, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
+import { jsonObjectOf, platformCall, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
@@ -52,16 +51,11 @@ export interface GoogleClientOptions {
  * A Google answer in the forwarder's terms: `code` 0 for success; for a `google.rpc.Status` its HTTP-like code,
  * for an OAuth error (token endpoint) the HTTP status, with the field violations or error description in the message.
  */
-export function parseGoogleAnswer(text: string, httpStatus: number): { code: number | null; message: string; requestId: string | null; data: unknown } {
-  let parsed: unknown;
-  try {
-    parsed = text.trim() === '' && httpStatus >= 200 && httpStatus < 300 ? {} : JSON.parse(text);
-  } catch {
-    const flat = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 120);
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${flat}`, requestId: null, data: null };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return { code: null, message: 'not a JSON object', requestId: null, data: null };
-  const o = parsed as Record<string, unknown>;
+export function parseGoogleAnswer(text: string, httpStatus: number): ParsedAnswer {
+  // An empty 2xx body is a success, not an unreadable answer.
+  const read = text.trim() === '' && httpStatus >= 200 && httpStatus < 300 ? { object: {} } : jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o: Record<string, unknown> = read.object;
   if (typeof o.error === 'object' && o.error !== null) {
     const e = o.error as { code?: unknown; message?: unknown; status?: unknown; details?: unknown };
     const violations = (Array.isArray(e.details) ? e.details : [])
@@ -132,29 +126,8 @@ export class GoogleClient {
     });
   }
 
-  private async call(endpoint: PlatformEndpoint, url: string, init: { method: string; headers: Record<string, string>; body: string }): Promise<PlatformAnswer> {
-    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
-    const started = performance.now();
-    const observe = (outcome: string): void => platformLatency.observe({ endpoint, outcome }, (performance.now() - started) / 1000);
-    try {
-      const res = await this.fetchImpl(url, { ...init, headers: { accept: 'application/json', ...init.headers }, signal: timeout });
-      const g = parseGoogleAnswer(await res.text(), res.status);
-      observe(g.code === null ? `http_${res.status}` : String(g.code));
-      return { endpoint, httpStatus: res.status, transportError: null, ...g, retryAfterMs: parseRetryAfter(res.headers.get('retry-after'), this.now()) };
-    } catch (err) {
-      const timedOut = timeout.aborted || (err as Error)?.name === 'TimeoutError';
-      observe(timedOut ? 'timeout' : 'network');
-      return {
-        endpoint,
-        httpStatus: 0,
-        transportError: timedOut ? 'timeout' : 'network',
-        code: null,
-        message: timedOut ? `no answer within ${this.opts.timeoutMs} ms` : `network error: ${(err as Error)?.message ?? String(err)}`,
-        requestId: null,
-        data: null,
-        retryAfterMs: null,
-      };
-    }
+  private call(endpoint: PlatformEndpoint, url: string, init: { method: string; headers: Record<string, string>; body: string }): Promise<PlatformAnswer> {
+    return platformCall(endpoint, url, { ...init, headers: { accept: 'application/json', ...init.headers } }, { ...this.opts, fetch: this.fetchImpl, now: this.now }, parseGoogleAnswer);
   }
 }
 

@@ -10,9 +10,8 @@ import { z } from 'zod';
 import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
-import { platformLatency } from '../metrics.js';
 import type { BatchGroup } from '../outbox-repo.js';
-import { parseRetryAfter, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
+import { jsonObjectOf, platformCall, withStatusWhenUnread, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
 import { halves, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
@@ -58,18 +57,10 @@ export interface MetaClientOptions {
 }
 
 /** A Graph answer in the forwarder's terms: `code` 0 for success, the Graph error code otherwise. */
-export function parseGraphAnswer(text: string): { code: number | null; message: string; requestId: string | null; data: unknown } {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    const flat = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim().slice(0, 120);
-    return { code: null, message: text.trim() === '' ? 'empty body' : `not JSON: ${flat}`, requestId: null, data: null };
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    return { code: null, message: 'not a JSON object', requestId: null, data: null };
-  }
-  const o = parsed as Record<string, unknown>;
+export function parseGraphAnswer(text: string): ParsedAnswer {
+  const read = jsonObjectOf(text);
+  if ('unread' in read) return read.unread;
+  const o = read.object;
   const err = o.error;
   if (typeof err === 'object' && err !== null && !Array.isArray(err)) {
     const e = err as Record<string, unknown>;
@@ -138,7 +129,7 @@ export class MetaClient {
     return this.call('meta_revoke', 'DELETE', '/me/permissions', { accessToken });
   }
 
-  private async call(
+  private call(
     endpoint: PlatformEndpoint,
     method: 'GET' | 'POST' | 'DELETE',
     path: string,
@@ -151,41 +142,10 @@ export class MetaClient {
       query.set('appsecret_proof', this.proof(opts.accessToken));
     }
     if (opts.body !== undefined) headers['content-type'] = 'application/json';
-    const timeout = AbortSignal.timeout(this.opts.timeoutMs);
-    const signal = this.opts.signal ? AbortSignal.any([timeout, this.opts.signal]) : timeout;
-    const started = performance.now();
-    const observe = (outcome: string): void => platformLatency.observe({ endpoint, outcome }, (performance.now() - started) / 1000);
-    try {
-      const res = await this.fetchImpl(`${this.opts.apiBase}${path}?${query}`, {
-        method,
-        headers,
-        body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
-        signal,
-      });
-      const g = parseGraphAnswer(await res.text());
-      observe(g.code === null ? `http_${res.status}` : String(g.code));
-      return {
-        endpoint,
-        httpStatus: res.status,
-        transportError: null,
-        ...g,
-        message: g.code === null ? `HTTP ${res.status}, ${g.message}` : g.message,
-        retryAfterMs: parseRetryAfter(res.headers.get('retry-after'), this.now()),
-      };
-    } catch (err) {
-      const timedOut = timeout.aborted || (err as Error)?.name === 'TimeoutError';
-      observe(timedOut ? 'timeout' : 'network');
-      return {
-        endpoint,
-        httpStatus: 0,
-        transportError: timedOut ? 'timeout' : 'network',
-        code: null,
-        message: timedOut ? `no answer within ${this.opts.timeoutMs} ms` : `network error: ${(err as Error)?.message ?? String(err)}`,
-        requestId: null,
-        data: null,
-        retryAfterMs: null,
-      };
-    }
+    const body = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    return platformCall(endpoint, `${this.opts.apiBase}${path}?${query}`, { method, headers, body }, { ...this.opts, fetch: this.fetchImpl, now: this.now }, (text, status) =>
+      withStatusWhenUnread(parseGraphAnswer(text), status),
+    );
   }
 }
 

@@ -6,17 +6,13 @@
  * work begun before it.
  */
 import { recordActivity } from '../../shared/activity.js';
-import { conversionKey, type PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../shared/conversion.js';
 import { toNumber, type Db, type Sql } from '../../shared/db/db.js';
-import { recordDeadLetters } from '../../shared/dead-letter.js';
 import { newId } from '../../shared/ids.js';
-import { Topics } from '../../shared/topics.js';
-import { appendInTransaction } from '../../stream/embedded/log.js';
 import type { ConnectionStatus } from '../connection-repo.js';
-import { conversionLetterEntry, type BatchGroup, type ConversionDeadLetter } from '../outbox-repo.js';
+import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters, type BatchGroup } from '../outbox-repo.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
-import { markDeliveriesDead } from '../delivery-repo.js';
 
 export interface Destination {
   readonly id: string;
@@ -27,6 +23,8 @@ export interface Destination {
   readonly status: ConnectionStatus;
   readonly statusReason: string | null;
   readonly accountId: string | null;
+  /** The ad account's IANA time zone, for kinds that read it when connecting (tiktok); else null. */
+  readonly timeZone: string | null;
   readonly accessExpiresAt: Date | null;
   readonly connectedAt: Date | null;
 }
@@ -71,10 +69,11 @@ interface Row {
   status: ConnectionStatus;
   status_reason: string | null;
   account_id: string | null;
+  time_zone: string | null;
   access_expires_at: unknown;
   connected_at: unknown;
 }
-const COLUMNS = 'id, workspace_id, kind, name, setup, status, status_reason, account_id, access_expires_at, connected_at';
+const COLUMNS = 'id, workspace_id, kind, name, setup, status, status_reason, account_id, time_zone, access_expires_at, connected_at';
 const view = (r: Row): Destination => ({
   id: r.id,
   workspaceId: r.workspace_id,
@@ -84,6 +83,7 @@ const view = (r: Row): Destination => ({
   status: r.status,
   statusReason: r.status_reason,
   accountId: r.account_id,
+  timeZone: r.time_zone,
   accessExpiresAt: toDate(r.access_expires_at),
   connectedAt: toDate(r.connected_at),
 });
@@ -140,26 +140,57 @@ export class DestinationRepo {
 
   // ------------------------------------------------------------ the connection
 
-  async storeConnected(id: string, c: { accessToken: string; expiresIn: number | undefined; accountId: string; refreshToken?: string }): Promise<void> {
+  async storeConnected(
+    id: string,
+    c: { accessToken: string; expiresIn: number | undefined; accountId: string; refreshToken?: string; timeZone?: string },
+  ): Promise<void> {
     await this.db.query(
       `UPDATE destinations SET status = 'connected', status_reason = NULL, account_id = $2, access_token_enc = $3, refresh_token_enc = $5,
+              time_zone = $6,
               access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END,
               generation = generation + 1, connected_at = now(), send_failures = 0, send_not_before = NULL,
               send_lease_owner = NULL, send_lease_until = NULL, updated_at = now()
        WHERE id = $1`,
-      [id, c.accountId, this.cipher.seal(c.accessToken, aad(id)), c.expiresIn ?? null, c.refreshToken === undefined ? null : this.cipher.seal(c.refreshToken, refreshAad(id))],
+      [
+        id,
+        c.accountId,
+        this.cipher.seal(c.accessToken, aad(id)),
+        c.expiresIn ?? null,
+        c.refreshToken === undefined ? null : this.cipher.seal(c.refreshToken, refreshAad(id)),
+        c.timeZone ?? null,
+      ],
     );
   }
 
-  /** A renewed access token, stored only while the connection it was renewed for still stands. */
-  async storeRefreshed(id: string, generation: number, accessToken: string, expiresIn: number | undefined): Promise<boolean> {
+  /**
+   * A renewed access token (and the refresh token, when the platform rotated it: the old one no longer works),
+   * stored only while the connection it was renewed for still stands.
+   */
+  async storeRefreshed(id: string, generation: number, accessToken: string, expiresIn: number | undefined, refreshToken?: string): Promise<boolean> {
     const r = await this.db.query(
-      `UPDATE destinations SET access_token_enc = $3,
+      `UPDATE destinations SET access_token_enc = $3, refresh_token_enc = COALESCE($5, refresh_token_enc),
               access_expires_at = CASE WHEN $4::double precision IS NULL THEN NULL ELSE now() + $4 * interval '1 second' END, updated_at = now()
        WHERE id = $1 AND generation = $2 AND status = 'connected' RETURNING id`,
-      [id, generation, this.cipher.seal(accessToken, aad(id)), expiresIn ?? null],
+      [id, generation, this.cipher.seal(accessToken, aad(id)), expiresIn ?? null, refreshToken === undefined ? null : this.cipher.seal(refreshToken, refreshAad(id))],
     );
     return r.rows.length === 1;
+  }
+
+  /**
+   * Connected destinations with a refresh token whose access token expires within `leadMs` and that no one holds:
+   * renewed in the background, so a destination without traffic keeps its grant alive (refresh tokens expire too).
+   */
+  async dueForRefresh(leadMs: number, limit: number): Promise<string[]> {
+    const r = await this.db.query<{ id: string }>(
+      `SELECT id FROM destinations
+       WHERE status = 'connected' AND refresh_token_enc IS NOT NULL AND access_expires_at IS NOT NULL
+         AND access_expires_at <= now() + ${ms(leadMs)}
+         AND (send_not_before IS NULL OR send_not_before <= now())
+         AND (send_lease_until IS NULL OR send_lease_until < now())
+       ORDER BY access_expires_at LIMIT $1`,
+      [limit],
+    );
+    return r.rows.map((row) => row.id);
   }
 
   /** The refresh token of a destination (null: none, or it does not open under today's key). */
@@ -337,13 +368,36 @@ export class DestinationRepo {
   }
 
   /** Drops conversions that waited longer than maxAgeMs (a destination never (re)connected); counts per workspace. */
-  async expireOld(maxAgeMs: number): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
+  async expireOld(maxAgeMs: number, now = Date.now()): Promise<Array<{ workspaceId: string; kind: DestinationKindName; n: number }>> {
     return this.db.transaction(async (tx) => {
-      const r = await tx.query<{ workspace_id: string; kind: DestinationKindName; destination_id: string; event_id: string }>(
+      const r = await tx.query<{
+        workspace_id: string;
+        kind: DestinationKindName;
+        destination_id: string;
+        event_id: string;
+        record: PlatformEventRecord;
+        event_source_id: string;
+        test_event_code: string;
+        setup: DestinationSetup | string;
+      }>(
         `DELETE FROM destination_outbox o USING destinations d
-         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)} RETURNING o.workspace_id, d.kind, o.destination_id, o.event_id`,
+         WHERE o.destination_id = d.id AND o.enqueued_at < now() - ${ms(maxAgeMs)}
+         RETURNING o.workspace_id, d.kind, o.destination_id, o.event_id, o.record, o.event_source_id, o.test_event_code, d.setup`,
       );
-      await markDeliveriesDead(tx, r.rows.map((row) => ({ workspaceId: row.workspace_id, destinationId: row.destination_id, eventId: row.event_id })));
+      await deadLetterExpired(
+        tx,
+        r.rows.map((row) => ({
+          workspaceId: row.workspace_id,
+          destinationId: row.destination_id,
+          eventId: row.event_id,
+          record: row.record,
+          eventSource: row.kind,
+          eventSourceId: row.event_source_id,
+          testEventCode: row.test_event_code,
+          sourceEvent: sourceEventOf({ events: (typeof row.setup === 'string' ? (JSON.parse(row.setup) as DestinationSetup) : row.setup).events }, row.record),
+        })),
+        now,
+      );
       const out = new Map<string, { workspaceId: string; kind: DestinationKindName; n: number }>();
       for (const row of r.rows) {
         const k = `${row.workspace_id}\n${row.kind}`;
@@ -379,33 +433,23 @@ export class DestinationRepo {
   ): Promise<void> {
     await this.db.transaction(async (tx) => {
       await tx.query('DELETE FROM destination_outbox WHERE id = ANY($1::bigint[])', [rows.map((r) => r.id)]);
-      const letters = rows.map((row) => {
-        const value: ConversionDeadLetter = {
-          stage: 'forwarder',
-          reason: 'platform_rejected',
-          workspace_id: row.workspaceId,
-          event_id: row.record.event_id,
-          event_source: destination.kind,
-          event_source_id: group.eventSourceId,
-          test_event_code: group.testEventCode === '' ? null : group.testEventCode,
-          platform_code: platform.code,
-          platform_message: `${destination.kind} destination ${destination.id}: ${platform.message}`.slice(0, 1000),
-          request_id: platform.requestId,
-          record: row.record,
-          failed_at: now,
-        };
-        return { key: conversionKey({ workspace_id: row.workspaceId, event_id: row.record.event_id }), value };
-      });
-      await appendInTransaction(tx, new Map([[Topics.conversionsDlq, letters]]));
-      const sourceEvent = (record: PlatformEventRecord): string | null => {
-        const names = destination.setup.events.filter((m) => m.platform_event === record.event).map((m) => m.name);
-        return names.length === 1 ? names[0]! : null;
-      };
-      await recordDeadLetters(
+      await writeConversionLetters(
         tx,
-        letters.map(({ value }, i) => ({
-          ...conversionLetterEntry(value, `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`, sourceEvent(value.record as PlatformEventRecord)),
-          origin: `${destination.id}:${rows[i]!.eventId}`,
+        rows.map((row) => ({
+          destinationId: destination.id,
+          eventId: row.eventId,
+          source: `destination ${destination.id} request ${platform.requestId ?? 'none'} at ${now}`,
+          sourceEvent: sourceEventOf(destination.setup, row.record),
+          value: conversionLetter(row.workspaceId, row.record, {
+            reason: 'platform_rejected',
+            event_source: destination.kind,
+            event_source_id: group.eventSourceId,
+            test_event_code: group.testEventCode === '' ? null : group.testEventCode,
+            platform_code: platform.code,
+            platform_message: `${destination.kind} destination ${destination.id}: ${platform.message}`,
+            request_id: platform.requestId,
+            failed_at: now,
+          }),
         })),
       );
       await recordActivity(tx, [{ workspaceId: destination.workspaceId, kind: 'failed', key: String(platform.code), n: rows.length }]);

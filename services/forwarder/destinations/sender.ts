@@ -7,7 +7,7 @@
 import type { Logger } from '../../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from '../backoff.js';
 import { codeLabel } from '../classify.js';
-import { BackgroundLoop } from '../loop.js';
+import { DrainLoop } from '../loop.js';
 import { destinationConversions, endToEndLatency } from '../metrics.js';
 import { deliverBatch } from './deliver.js';
 import type { DestinationKind } from './kind.js';
@@ -27,11 +27,22 @@ export interface DestinationSenderOptions {
 
 const PURGE_EVERY_MS = 60_000;
 
-/** A renewed access token, or why not (`transient`: try again later; otherwise the grant is gone). */
-export type RefreshOutcome = { readonly accessToken: string; readonly expiresIn: number | undefined } | { readonly error: string; readonly transient: boolean };
+/**
+ * A renewed access token (with the new refresh token when the platform rotates it), or why not (`transient`: try
+ * again later; otherwise the grant is gone).
+ */
+export type RefreshOutcome =
+  | { readonly accessToken: string; readonly expiresIn: number | undefined; readonly refreshToken?: string }
+  | { readonly error: string; readonly transient: boolean };
 
 /** Renews access tokens shortly before they expire, so the hourly expiry of OAuth kinds costs no refused request. */
 const REFRESH_AHEAD_MS = 60_000;
+/**
+ * Destinations without traffic are renewed in the background this long before expiry (checked every
+ * REFRESH_CHECK_MS), so their grants stay alive: TikTok's refresh tokens expire and rotate like the workspace's.
+ */
+const BACKGROUND_REFRESH_LEAD_MS = 5 * 60_000;
+const REFRESH_CHECK_MS = 5_000;
 
 export interface DestinationSenderDeps {
   /** Renews a destination's access token with its refresh token (kinds with `oauth_refresh`). */
@@ -46,28 +57,39 @@ export interface DestinationSenderDeps {
 }
 
 export class DestinationSender {
-  private readonly loop: BackgroundLoop;
-  private readonly inflight = new Map<string, Promise<void>>();
-  private stopping = false;
+  private readonly drains: DrainLoop;
   private lastPurge = 0;
+  private lastRefreshCheck = 0;
+  /** The background renewal in progress, apart from the ticks so a slow token call never holds up sending. */
+  private refreshing: Promise<void> | null = null;
 
   constructor(private readonly deps: DestinationSenderDeps) {
-    const poll = Math.min(250, Math.max(10, Math.floor(deps.options.lingerMs / 2)));
-    this.loop = new BackgroundLoop('destination-sender', poll, () => this.tick(), deps.logger);
+    this.drains = new DrainLoop({
+      name: 'destination-sender',
+      lingerMs: deps.options.lingerMs,
+      logger: deps.logger,
+      concurrency: deps.options.concurrency,
+      tick: () => this.tick(),
+      drain: (id) => this.drain(id),
+      // A database error or a bug: this destination backs off like after a retryable answer.
+      failed: async (id, err) => {
+        const delay = await this.backOffAfterError(id);
+        this.deps.logger.error({ err, destination: id, retry_in_ms: delay }, 'sending to a destination failed; will retry');
+      },
+    });
   }
 
   start(): void {
-    this.loop.start();
+    this.drains.run();
   }
 
   wake(): void {
-    this.loop.wake();
+    this.drains.wake();
   }
 
   async stop(): Promise<void> {
-    this.stopping = true;
-    await this.loop.stop();
-    await Promise.all(this.inflight.values());
+    await this.drains.stop();
+    await this.refreshing;
   }
 
   /** The ledger's retention and the outbox's longest wait, once a minute. Exposed for tests. */
@@ -83,31 +105,39 @@ export class DestinationSender {
     }
   }
 
+  /**
+   * Renews, under each destination's send lease (so never beside a send), the access tokens that expire within
+   * BACKGROUND_REFRESH_LEAD_MS. Exposed for tests.
+   */
+  async refreshDue(now = Date.now()): Promise<void> {
+    if (now - this.lastRefreshCheck < REFRESH_CHECK_MS || !this.deps.refresh) return;
+    this.lastRefreshCheck = now;
+    const { destinations: repo, owner, options } = this.deps;
+    for (const id of await repo.dueForRefresh(BACKGROUND_REFRESH_LEAD_MS, 20)) {
+      if (this.drains.stopping) return;
+      // As a drain: a drain of this destination in this process holds the same lease owner (and renews by itself).
+      await this.drains.exclusive(id, async () => {
+        const leased = await repo.leaseForSending(id, owner, options.leaseMs);
+        if (!leased) return;
+        try {
+          if (this.deps.kindFor(leased.destination)?.auth === 'oauth_refresh') await this.renew(leased.destination, leased.generation);
+        } finally {
+          await repo.releaseSendLease(id, owner);
+        }
+      });
+    }
+  }
+
   async tick(): Promise<void> {
     await this.housekeeping();
-    const { concurrency, lingerMs, batchSize } = this.deps.options;
-    const free = concurrency - this.inflight.size;
-    if (free <= 0 || this.stopping) return;
-    const candidates = await this.deps.destinations.sendable(this.deps.owner, free + this.inflight.size, lingerMs, batchSize);
-    for (const id of candidates) {
-      if (this.inflight.size >= concurrency) break;
-      if (this.inflight.has(id)) continue;
-      const drain = this.drain(id)
-        .then(
-          () => true,
-          async (err: unknown) => {
-            // A database error or a bug: this destination backs off like after a retryable answer.
-            const delay = await this.backOffAfterError(id);
-            this.deps.logger.error({ err, destination: id, retry_in_ms: delay }, 'sending to a destination failed; will retry');
-            return false;
-          },
-        )
-        .then((ok) => {
-          this.inflight.delete(id);
-          if (ok && !this.stopping) this.loop.wake();
-        });
-      this.inflight.set(id, drain);
-    }
+    this.refreshing ??= this.refreshDue()
+      .catch((err: unknown) => this.deps.logger.error({ err }, 'renewing destination tokens failed; will retry'))
+      .finally(() => {
+        this.refreshing = null;
+      });
+    const { lingerMs, batchSize } = this.deps.options;
+    if (this.drains.free <= 0 || this.drains.stopping) return;
+    this.drains.drainAll(await this.deps.destinations.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   private async backOffAfterError(id: string): Promise<number | null> {
@@ -143,7 +173,7 @@ export class DestinationSender {
         if (fresh === null) return;
         accessToken = fresh;
       }
-      while (!this.stopping) {
+      while (!this.drains.stopping) {
         const group = await repo.readyGroup(id, options.lingerMs, limit);
         if (!group) return;
         const rows = await repo.take(id, group, limit);
@@ -168,7 +198,7 @@ export class DestinationSender {
     const outcome: RefreshOutcome =
       refreshToken === null || !this.deps.refresh ? { error: 'no refresh token', transient: false } : await this.deps.refresh(d, refreshToken);
     if ('accessToken' in outcome) {
-      if (!(await repo.storeRefreshed(d.id, generation, outcome.accessToken, outcome.expiresIn))) return null;
+      if (!(await repo.storeRefreshed(d.id, generation, outcome.accessToken, outcome.expiresIn, outcome.refreshToken))) return null;
       this.deps.logger.info({ destination: d.id }, 'destination access token refreshed');
       return outcome.accessToken;
     }

@@ -3,7 +3,12 @@
  * 1,000 records of one event source, pixel and test code, the answer classified by classify.ts. Enrich already
  * builds the record in TikTok's shape under the spec's consent rules, so it goes as it is.
  */
+import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
+import { formatInTimeZone } from '../../enrich/time-zone.js';
 import { classify } from '../classify.js';
+import { parseTokenGrant } from '../platform-client.js';
+import type { RefreshOutcome } from './sender.js';
 import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformClient, TrackBody } from '../platform-client.js';
 import type { DestinationKind, Outgoing } from './kind.js';
@@ -55,4 +60,48 @@ export function tiktokKind(client: PlatformClient): DestinationKind<TrackBody> {
     results: (batch) => batch.map(() => ({ outcome: 'sent' as const })),
     isolate: (batch, c) => splitRejected(batch, c.message),
   };
+}
+
+/**
+ * A second (third…) TikTok destination: the same kind, under the destination's own setup (the body of
+ * `PUT …/forwarding`) and ad account. Enrich built the record under the workspace's rules, so what differs per
+ * destination is applied here: its `event_source`, `pii_mode: none` (no e-mail, phone or external id) and the
+ * conversion time in its own advertiser's time zone.
+ */
+export function tiktokDestinationKind(
+  client: PlatformClient,
+  setup: Pick<ForwardingSetupInput, 'event_source' | 'pii_mode'>,
+  timeZone: string | null,
+): DestinationKind<TrackBody> {
+  const kind = tiktokKind(client);
+  const own = (record: PlatformEventRecord): PlatformEventRecord => {
+    let r = record;
+    if (setup.pii_mode === 'none' && r.user) {
+      const { email: _e, phone: _p, external_id: _x, ...user } = r.user;
+      r = { ...r, user };
+    }
+    if (timeZone !== null) r = { ...r, conversion_date_time: formatInTimeZone(r.event_time * 1000, timeZone) };
+    return r;
+  };
+  return {
+    ...kind,
+    // Applied to the request, not the queued record: a dead letter keeps the conversion as enrich built it.
+    request: (group, batch) => trackBody({ ...group, eventSource: setup.event_source }, batch.map((r) => ({ ...r, record: own(r.record) }))),
+  };
+}
+
+/**
+ * A TikTok destination's refresh: the rotated refresh token comes back with the access token. A token answer
+ * (refresh token expired, invalid or revoked) means the grant is gone; anything else may pass (the platform, the
+ * network, or the app's own credentials, which the operator fixes): tried again, as the workspace's refresher does.
+ */
+export async function refreshTiktok(client: PlatformClient, refreshToken: string): Promise<RefreshOutcome> {
+  const answer = await client.refresh(refreshToken);
+  const c = classify(answer);
+  if (c.kind === 'ok') {
+    const grant = parseTokenGrant(answer.data);
+    if (typeof grant === 'string') return { error: grant, transient: true };
+    return { accessToken: grant.accessToken, expiresIn: grant.expiresIn, ...(grant.refreshToken === undefined ? {} : { refreshToken: grant.refreshToken }) };
+  }
+  return { error: `${answer.code ?? answer.httpStatus} ${answer.message}`.trim(), transient: c.kind !== 'token' };
 }

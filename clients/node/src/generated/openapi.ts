@@ -5925,23 +5925,6 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Conflicts with what exists. */
-                409: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/problem+json": {
-                            /** Format: uri */
-                            type: string;
-                            title: string;
-                            status: number;
-                            detail: string;
-                            /** Format: uri-reference */
-                            instance: string;
-                        };
-                    };
-                };
                 /** @description The body is too large. */
                 413: {
                     headers: {
@@ -7379,12 +7362,13 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Where Meta or Google sends the browser back after a destination's authorization */
+        /** Where Meta, Google or TikTok (a second TikTok destination) sends the browser back after a destination's authorization */
         get: {
             parameters: {
                 query?: {
                     state?: string;
                     code?: string;
+                    auth_code?: string;
                     error?: string;
                     error_description?: string;
                 };
