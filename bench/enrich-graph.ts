@@ -23,9 +23,9 @@ import { createEnrichProcessor, type EnrichEntry } from '../services/enrich/proc
 import { scopeOf } from '../services/enrich/scope.js';
 import { openDatabase } from '../services/shared/db/open.js';
 import type { Db } from '../services/shared/db/db.js';
-import { checkEnvelope } from '../services/shared/envelope-guard.js';
-import { graphOwnerKey, type EventEnvelope } from '../services/shared/envelope.js';
-import { writeForwardingSetup } from '../services/shared/forwarding-setup.js';
+import { checkEnvelope } from '../services/domain/envelope-guard.js';
+import { graphOwnerKey, type EventEnvelope } from '../services/domain/envelope.js';
+import { writeForwardingSetup } from '../services/domain/forwarding-setup.js';
 import { TOPIC_MAPPINGS } from '../services/shared/kafka/avro-mapping.js';
 import { repoRoot } from '../services/shared/repo-root.js';
 import { Topics, type TopicName } from '../services/shared/topics.js';

@@ -19,7 +19,7 @@ import { ApiKeyVerifier } from '../../services/gateway/auth/api-key-verifier.js'
 import { createRateLimiter } from '../../services/gateway/rate-limit.js';
 import { loadConfig } from '../../services/shared/config.js';
 import { openDatabase } from '../../services/shared/db/open.js';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { AvroSerde, schemaText } from '../../services/shared/kafka/serde.js';
 import { normaliseEvent } from '../../services/gateway/normalise.js';
 import { makeBodies } from './events.js';

@@ -17,7 +17,7 @@ import { LIMITS } from '../gateway/validation/limits.js';
 import type { Config } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { newRequestId } from '../shared/ids.js';
-import { registerPageSecurityHeaders } from '../shared/page-security.js';
+import { registerPageSecurityHeaders } from '../http/page-security.js';
 import type { Logger } from '../shared/logger.js';
 import { httpDuration, httpRequests } from '../shared/metrics.js';
 import type { EventLogProducer } from '../stream/log.js';

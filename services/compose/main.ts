@@ -14,7 +14,7 @@ import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
 import { watchForScrape } from '../shared/metrics-scrape.js';
 import { readReplayGauges } from '../replay/metrics.js';
-import { addAcceptors, type Acceptors } from '../shared/acceptors.js';
+import { addAcceptors, type Acceptors } from '../http/acceptors.js';
 import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';

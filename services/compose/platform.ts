@@ -32,7 +32,7 @@ import type { RefreshOutcome } from '../forwarder/destinations/sender.js';
 import { DestinationRepo, type Destination } from '../forwarder/destinations/repo.js';
 import { DestinationSender } from '../forwarder/destinations/sender.js';
 import { refreshTiktok, tiktokDestinationKind } from '../forwarder/destinations/tiktok.js';
-import type { ForwardingSetupInput } from '../shared/forwarding-setup.js';
+import type { ForwardingSetupInput } from '../domain/forwarding-setup.js';
 import { DestinationFlow } from '../forwarder/destinations/flow.js';
 import { destinationRoutes } from '../console/routes/destinations.js';
 import { DeliveryRepo } from '../forwarder/delivery-repo.js';

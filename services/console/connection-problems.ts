@@ -3,7 +3,7 @@
  * answer in the same RFC 9457 format, and their `type` URIs resolve to pages like the others.
  */
 import { htmlResponse } from '../gateway/openapi-schemas.js';
-import { registerPageSecurityHeaders } from '../shared/page-security.js';
+import { registerPageSecurityHeaders } from '../http/page-security.js';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { htmlPage } from './html-page.js';
 

@@ -14,7 +14,7 @@ import { GoogleNotConfiguredError } from '../forwarder/destinations/google.js';
 import { MetaNotConfiguredError } from '../forwarder/destinations/meta.js';
 import { PlatformNotConfiguredError } from '../forwarder/platform-client.js';
 import { sha256Hex } from '../shared/ids.js';
-import { registerPageSecurityHeaders } from '../shared/page-security.js';
+import { registerPageSecurityHeaders } from '../http/page-security.js';
 import { htmlPage } from './html-page.js';
 
 const first = (v: unknown): string | undefined => (typeof v === 'string' ? v : Array.isArray(v) && typeof v[0] === 'string' ? v[0] : undefined);

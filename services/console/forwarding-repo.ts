@@ -6,7 +6,7 @@ import {
   writeForwardingSetup,
   type ForwardingSetup,
   type ForwardingSetupInput,
-} from '../shared/forwarding-setup.js';
+} from '../domain/forwarding-setup.js';
 
 export class ForwardingRepo {
   constructor(private readonly db: Db) {}

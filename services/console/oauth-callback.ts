@@ -17,7 +17,7 @@ import { PlatformNotConfiguredError } from '../forwarder/platform-client.js';
 import { sha256Hex } from '../shared/ids.js';
 import { documentOnly, problemSchema } from '../gateway/openapi-schemas.js';
 import { htmlPage } from './html-page.js';
-import { registerPageSecurityHeaders } from '../shared/page-security.js';
+import { registerPageSecurityHeaders } from '../http/page-security.js';
 
 const TITLES: Readonly<Record<string, string>> = {
   denied: 'Access was not granted',

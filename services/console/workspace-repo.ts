@@ -1,8 +1,8 @@
 /** Workspaces and API keys in the database. Keys are stored as SHA-256 hashes only. */
 import { audit } from '../forwarder/connection-repo.js';
-import { generateApiKey } from '../shared/api-key-format.js';
+import { generateApiKey } from '../domain/api-key-format.js';
 import type { Sql } from '../shared/db/db.js';
-import type { KeyMode } from '../shared/envelope.js';
+import type { KeyMode } from '../domain/envelope.js';
 import { newId } from '../shared/ids.js';
 
 export interface Workspace {

@@ -6,7 +6,7 @@
  */
 import type { Db } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import type { KafkaAdmin } from '../shared/kafka/admin.js';
 import type { KafkaConnection } from '../shared/kafka/client.js';
 import { streamTopicRange } from '../shared/kafka/reader.js';

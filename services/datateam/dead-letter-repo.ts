@@ -1,5 +1,5 @@
 /**
- * The dead_letters table (migration 0009; written by shared/dead-letter.ts) as the admin API reads and changes it:
+ * The dead_letters table (migration 0009; written by domain/dead-letter.ts) as the admin API reads and changes it:
  * a workspace's letters page by page, letters by id, a failed redrive raising attempts, a redrive marking a letter
  * redriven, a discard with its audit entry, and the per-stage summary of GET /admin/v1/pipeline.
  */

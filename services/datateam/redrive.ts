@@ -9,10 +9,10 @@
  * A letter that cannot go back (no setup, event no longer selected, disconnected, not encodable) stays a dead letter
  * with its attempts raised and the new error.
  */
-import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../shared/conversion.js';
+import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../domain/conversion.js';
 import type { Db, Sql } from '../shared/db/db.js';
-import type { DeadLetter } from '../shared/dead-letter.js';
-import { readForwardingSetup } from '../shared/forwarding-setup.js';
+import type { DeadLetter } from '../domain/dead-letter.js';
+import { readForwardingSetup } from '../domain/forwarding-setup.js';
 import { Topics, type TopicName } from '../shared/topics.js';
 import type { ProducedRecord } from '../stream/log.js';
 import { fileIntoOutbox } from '../forwarder/outbox-filing.js';

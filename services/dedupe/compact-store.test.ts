@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { sgtmEvent, webEvent } from '../../test/helpers/factories.js';
 import { DAY, T0, fromA, fromB } from '../../test/helpers/envelopes.js';
-import { envelopeKey } from '../shared/envelope.js';
+import { envelopeKey } from '../domain/envelope.js';
 import type { KeyValueStore, Outcome } from '../stream/contract.js';
 import { CompactDedupeStore, MarkerTable, fingerprint } from './compact-store.js';
 import { createDedupeProcessor } from './processor.js';

@@ -22,7 +22,7 @@
  * as absent, so a verdict never changes). It cannot name the keys it evicts (it does not keep them): the changelog is
  * bounded by the topic's retention instead of tombstones (see the API notes for the runtime in bench/README.md).
  */
-import type { KeyMode } from '../shared/envelope.js';
+import type { KeyMode } from '../domain/envelope.js';
 import { StoreTransaction } from '../stream/store.js';
 import type { KeyValueStore } from '../stream/contract.js';
 import type { DedupeState, SeenMarker } from './seen-marker.js';

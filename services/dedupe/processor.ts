@@ -4,8 +4,8 @@
  * lives in the runtime's store (state_store embedded, a compacted changelog on Kafka), written in the same atomic
  * step as the output, so a crash can neither lose an event nor let a duplicate through.
  */
-import { envelopeKey, graphOwnerKey } from '../shared/envelope.js';
-import { checkEnvelope } from '../shared/envelope-guard.js';
+import { envelopeKey, graphOwnerKey } from '../domain/envelope.js';
+import { checkEnvelope } from '../domain/envelope-guard.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { Topics } from '../shared/topics.js';
 import { CompactDedupeStore } from './compact-store.js';

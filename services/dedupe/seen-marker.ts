@@ -4,7 +4,7 @@
  * Kafka it is a compacted changelog co-partitioned with events.raw. Live and test traffic keep separate markers in
  * the same value: a test-mode key never makes a live event a duplicate, nor the reverse.
  */
-import type { EventEnvelope, KeyMode } from '../shared/envelope.js';
+import type { EventEnvelope, KeyMode } from '../domain/envelope.js';
 
 export interface SeenMarker {
   /** Epoch ms the gateway received the first event with this key (the window is measured from it). */

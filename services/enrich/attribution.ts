@@ -4,13 +4,13 @@
  * id, the graph's hashed identifiers when allowed: personal-data.ts). Hashed identifiers are sent whenever allowed,
  * with or without a click id: the platform matches on both.
  */
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import { clickIdFromUrl } from './click-id.js';
 import type { ConsentDecision } from './consent.js';
 import type { ClusterReader } from './identity/graph-repo.js';
 import { isJunk } from './identity/identifiers.js';
 
-export type { AttributionKind } from '../shared/conversion.js';
+export type { AttributionKind } from '../domain/conversion.js';
 
 const DAY_MS = 24 * 3600_000;
 

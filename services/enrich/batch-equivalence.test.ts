@@ -8,9 +8,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../../test/helpers/prng.js';
 import type { Db } from '../shared/db/db.js';
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import { openDatabase } from '../shared/db/open.js';
-import { writeForwardingSetup } from '../shared/forwarding-setup.js';
+import { writeForwardingSetup } from '../domain/forwarding-setup.js';
 import type { Outcome } from '../stream/contract.js';
 import { sha256, type ServerEvent, type WebEvent } from '../../test/helpers/factories.js';
 import { DAY, T0, fromA } from '../../test/helpers/envelopes.js';

@@ -5,7 +5,7 @@
  * then a consenting conversion of the same person that carries only their client id, through the whole processor.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConversionReady } from '../shared/conversion.js';
+import type { ConversionReady } from '../domain/conversion.js';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import { sha256 } from '../../test/helpers/factories.js';

@@ -4,10 +4,10 @@
  * click id and consent fields, and what did the identity graph keep from it. docs/consent.md is the prose.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConversionReady } from '../shared/conversion.js';
+import type { ConversionReady } from '../domain/conversion.js';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
-import { CONSENT_PURPOSES, type ConsentPurpose, type ConsentValue } from '../shared/envelope.js';
+import { CONSENT_PURPOSES, type ConsentPurpose, type ConsentValue } from '../domain/envelope.js';
 import { sgtmEvent } from '../../test/helpers/factories.js';
 import { fromB, webEnvelope } from '../../test/helpers/envelopes.js';
 import { label, processAll } from '../../test/helpers/stage-harness.js';

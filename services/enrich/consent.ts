@@ -4,7 +4,7 @@
  * its own flags; nothing an event withheld is taken from it, and what it allowed is used only for the purpose the
  * flag names.
  */
-import type { ConsentState } from '../shared/envelope.js';
+import type { ConsentState } from '../domain/envelope.js';
 
 export interface ConsentDecision {
   /** ad_storage: the event may take part in the identity graph (pseudonymous ids, session data, click ids). */

@@ -5,11 +5,11 @@
  * stores it (saveExplanations, one statement per batch) and GET /admin/v1/workspaces/{ws}/conversions/{event_id}
  * reads it; kept CONVERSION_EXPLANATION_RETENTION_DAYS.
  */
-import type { AttributionKind, ConversionExplanation, ConversionReady, FieldExplanation, PlatformEventRecord } from '../shared/conversion.js';
+import type { AttributionKind, ConversionExplanation, ConversionReady, FieldExplanation, PlatformEventRecord } from '../domain/conversion.js';
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../shared/db/db.js';
-import type { ConsentState } from '../shared/envelope.js';
-import type { PiiMode } from '../shared/forwarding-setup.js';
+import type { ConsentState } from '../domain/envelope.js';
+import type { PiiMode } from '../domain/forwarding-setup.js';
 import type { ClusterReads } from './steps/link-identities.js';
 
 /** A graph node's times recur across its person's conversions: each is formatted once while it stays recent. */

@@ -1,5 +1,5 @@
 /** One event of an enrich batch, checked, with what its consent allows and the graph input that follows from it. */
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import type { InputRecord } from '../stream/contract.js';
 import type { ConsentDecision } from './consent.js';
 import type { GraphScope } from './identity/graph-repo.js';

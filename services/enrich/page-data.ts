@@ -3,7 +3,7 @@
  * what it lacks (always, for a server event) comes from the newest session data of its identity cluster. When
  * nothing is known, page.url is the empty string and user_agent is left out (docs/pipeline.md).
  */
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import type { ClusterReader } from './identity/graph-repo.js';
 import { pageDataOf } from './identity/identifiers.js';
 

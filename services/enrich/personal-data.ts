@@ -3,7 +3,7 @@
  * ad_user_data is GRANTED, and the identifiers exist in the event's identity cluster. Only SHA-256 hex digests
  * ever leave: emails and E.164 phones arrive hashed; a user id is hashed here (SHA-256 of the value as sent).
  */
-import type { PiiMode } from '../shared/forwarding-setup.js';
+import type { PiiMode } from '../domain/forwarding-setup.js';
 import { sha256Hex } from '../shared/ids.js';
 import type { ConsentDecision } from './consent.js';
 import type { ClusterReader } from './identity/graph-repo.js';

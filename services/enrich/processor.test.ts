@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConversionReady } from '../shared/conversion.js';
+import type { ConversionReady } from '../domain/conversion.js';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
-import { derivedEventId } from '../shared/event-id.js';
+import { derivedEventId } from '../domain/event-id.js';
 import { registry } from '../shared/metrics.js';
 import { Topics } from '../shared/topics.js';
 import { serverEvent, sgtmEvent, sha256, webEvent } from '../../test/helpers/factories.js';

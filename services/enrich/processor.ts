@@ -9,10 +9,10 @@
  * end as a drop with their reason, so every outcome is counted (stage_records_total). Erasure records (the erasure
  * job's, on the graph's partition) remove the person's clusters from the state.
  */
-import { recordActivity, type ActivityCount } from '../shared/activity.js';
-import { conversionKey } from '../shared/conversion.js';
-import { checkEnvelope } from '../shared/envelope-guard.js';
-import { eventIdOf } from '../shared/event-id.js';
+import { recordActivity, type ActivityCount } from '../domain/activity.js';
+import { conversionKey } from '../domain/conversion.js';
+import { checkEnvelope } from '../domain/envelope-guard.js';
+import { eventIdOf } from '../domain/event-id.js';
 import { Topics } from '../shared/topics.js';
 import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';

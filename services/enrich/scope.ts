@@ -1,4 +1,4 @@
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import type { GraphScope } from './identity/graph-repo.js';
 
 /** Live and test traffic of a workspace are kept apart everywhere enrich keeps state. */

@@ -4,7 +4,7 @@
  * guarded by the connection's `generation`, so work begun before a reconnect or a disconnect never overwrites
  * what came after it. Times are the database's clock (`now()`), so replicas with skewed clocks agree.
  */
-import { recordActivity } from '../shared/activity.js';
+import { recordActivity } from '../domain/activity.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import type { TokenGrant } from './platform-client.js';

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../test/sandbox/meta/app.js';
-import type { ConversionReady } from '../shared/conversion.js';
+import type { ConversionReady } from '../domain/conversion.js';
 import { connectMeta, metaMatch } from './destinations/meta.js';
 import { googleMatch } from './destinations/google.js';
 import { tiktokMatch } from './destinations/tiktok.js';
@@ -10,7 +10,7 @@ import { deliveriesStep } from '../privacy/erasure-steps.js';
 import { DeadLetterRepo } from '../datateam/dead-letter-repo.js';
 import { redriveDeliveries } from '../datateam/delivery-redrive.js';
 import { Redriver } from '../datateam/redrive.js';
-import { writeForwardingSetup } from '../shared/forwarding-setup.js';
+import { writeForwardingSetup } from '../domain/forwarding-setup.js';
 import { SETUP } from '../../test/helpers/workspaces.js';
 
 const H = 'd'.repeat(64);

@@ -6,7 +6,7 @@ import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
-import type { ConversionExplanation } from '../shared/conversion.js';
+import type { ConversionExplanation } from '../domain/conversion.js';
 
 describe('planIntake', () => {
   const c = conversion('ws_1');

@@ -4,12 +4,12 @@
  * them queued or sent: nothing is sent twice), and says what became of each: queued, dropped with a reason, or a
  * dead letter for conversions.dlq.
  */
-import { forFirstTiktok, type ConversionReady } from '../shared/conversion.js';
+import { forFirstTiktok, type ConversionReady } from '../domain/conversion.js';
 import type { Sql } from '../shared/db/db.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import { saveExplanations } from '../enrich/explanation.js';
 import type { ConnectionStatus } from './connection-repo.js';
-import { recordDeadLetters } from '../shared/dead-letter.js';
+import { recordDeadLetters } from '../domain/dead-letter.js';
 import { conversionLetterEntry, type ConversionDeadLetter } from './outbox-repo.js';
 import { fileIntoDestinations } from './destinations/fan-out.js';
 
@@ -198,7 +198,7 @@ export async function fileIntoOutbox(
       }
     }
   }
-  // The queryable rows of the dead letters (shared/dead-letter.ts), in the batch's transaction.
+  // The queryable rows of the dead letters (domain/dead-letter.ts), in the batch's transaction.
   await recordDeadLetters(
     tx,
     filed.flatMap((f, at) => (f.kind === 'dead_lettered' ? [conversionLetterEntry(f.letter, items[at]!.position)] : [])),

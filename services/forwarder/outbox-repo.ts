@@ -6,12 +6,12 @@
  */
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
-import { conversionKey, type PlatformEventRecord } from '../shared/conversion.js';
-import { recordActivity } from '../shared/activity.js';
+import { conversionKey, type PlatformEventRecord } from '../domain/conversion.js';
+import { recordActivity } from '../domain/activity.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { Topics } from '../shared/topics.js';
-import { recordDeadLetters, type DeadLetterEntry } from '../shared/dead-letter.js';
-import { readForwardingSetup, type ForwardingSetup } from '../shared/forwarding-setup.js';
+import { recordDeadLetters, type DeadLetterEntry } from '../domain/dead-letter.js';
+import { readForwardingSetup, type ForwardingSetup } from '../domain/forwarding-setup.js';
 import { markDeliveriesDead, TIKTOK_DESTINATION_ID } from './delivery-repo.js';
 
 /** A conversion waiting in the outbox. */
@@ -102,7 +102,7 @@ export class OutboxRepo {
        ON CONFLICT (workspace_id, event_id) DO UPDATE SET sent_at = now(), request_id = EXCLUDED.request_id`,
       [workspaceId, rows.map((r) => r.eventId), requestId, rows.map((r) => r.record.event), testEventCode],
     );
-    // The console's Activity page (shared/activity.ts).
+    // The console's Activity page (domain/activity.ts).
     await recordActivity(tx, [{ workspaceId, kind: testEventCode === '' ? 'delivered' : 'test_delivered', n: rows.length }]);
   }
 

@@ -10,7 +10,7 @@
  * Connections are sent concurrently (FORWARDER_CONCURRENCY) and each holds a row lease while sending, so one slow
  * account never stalls the others and no two replicas ever have the same batch on the wire.
  */
-import { recordActivity } from '../shared/activity.js';
+import { recordActivity } from '../domain/activity.js';
 import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { sgtmEvent, serverEvent, sha256, webEvent } from '../../test/helpers/factories.js';
 import { ADMIN, buildTestApp, topicRows, type TestApp } from '../../test/helpers/in-process.js';
 import { inOneWindow } from '../../test/helpers/rate-window.js';
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import { Topics } from '../shared/topics.js';
 import { buildApp } from '../compose/app.js';
 import { silentLogger } from '../shared/logger.js';

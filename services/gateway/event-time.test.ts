@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sgtmEvent, serverEvent, webEvent } from '../../test/helpers/factories.js';
 import { buildTestApp, topicRows, type TestApp } from '../../test/helpers/in-process.js';
-import type { EventEnvelope } from '../shared/envelope.js';
+import type { EventEnvelope } from '../domain/envelope.js';
 import { Topics } from '../shared/topics.js';
 
 let t: TestApp;

@@ -9,7 +9,7 @@ import type {
   Identifier,
   KeyMode,
   SessionData,
-} from '../shared/envelope.js';
+} from '../domain/envelope.js';
 import { parseEventTime } from './validation/event-time.js';
 import { isV20261201OrLater } from './validation/validate.js';
 

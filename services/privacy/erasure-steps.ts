@@ -8,7 +8,7 @@
  */
 import type { Sql } from '../shared/db/db.js';
 import { sha256Hex } from '../shared/ids.js';
-import { graphOwnerKey, type EventEnvelope } from '../shared/envelope.js';
+import { graphOwnerKey, type EventEnvelope } from '../domain/envelope.js';
 import { Topics, type TopicName } from '../shared/topics.js';
 import { deleteEdges, deleteNodes, personNodes } from '../enrich/identity/erase.js';
 import { nodeStoreKey } from '../enrich/identity/graph-state.js';

@@ -5,7 +5,7 @@
  * not shown even before the sweep deletes it.
  */
 import type { Db } from '../shared/db/db.js';
-import type { ConversionExplanation, PlatformEventRecord } from '../shared/conversion.js';
+import type { ConversionExplanation, PlatformEventRecord } from '../domain/conversion.js';
 import { Topics } from '../shared/topics.js';
 
 export interface ConversionWhy extends ConversionExplanation {

@@ -10,7 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { createEnrichProcessor, type EnrichEntry } from '../enrich/processor.js';
 import { forwardedConversions } from '../forwarder/metrics.js';
 import { fileIntoOutbox, type Filed } from '../forwarder/outbox-filing.js';
-import { conversionKey } from '../shared/conversion.js';
+import { conversionKey } from '../domain/conversion.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { Topics } from '../shared/topics.js';

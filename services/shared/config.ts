@@ -144,7 +144,7 @@ const envSchema = z.object({
   GATEWAY_MAX_IN_FLIGHT_BYTES: z.coerce.number().int().min(1_048_576).max(1_073_741_824).default(2_097_152),
   GATEWAY_MAX_EVENT_LOOP_DELAY_MS: z.coerce.number().int().min(0).max(1_500).default(400),
   GATEWAY_MAX_EVENT_LOOP_UTILIZATION: z.coerce.number().min(0).max(1).default(0),
-  /** Extra acceptors on the service's port (shared/acceptors.ts); 0 = Node's one. */
+  /** Extra acceptors on the service's port (http/acceptors.ts); 0 = Node's one. */
   GATEWAY_ACCEPTORS: z.coerce.number().int().min(0).max(256).default(32),
 });
 

@@ -9,7 +9,7 @@ import { registry } from './metrics.js';
 import { watchForScrape, refreshScrapeGauges } from './metrics-scrape.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { commitOffset } from '../stream/embedded/offsets.js';
-import { recordDeadLetters, type DeadLetterEntry } from './dead-letter.js';
+import { recordDeadLetters, type DeadLetterEntry } from '../domain/dead-letter.js';
 import { Topics, type TopicName } from './topics.js';
 
 let db: Db;

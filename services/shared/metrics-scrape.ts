@@ -124,7 +124,7 @@ async function readConnections(db: Db): Promise<void> {
 
 async function readDeadLetters(db: Db): Promise<void> {
   // The dead_letters table holds every letter waiting for an operator, of every stage, on both runtimes
-  // (shared/dead-letter.ts); a redriven or discarded letter is no longer held.
+  // (domain/dead-letter.ts); a redriven or discarded letter is no longer held.
   const r = await db.query<{ stage: string; n: unknown; age: unknown }>(
     `SELECT stage, count(*) AS n, extract(epoch FROM now() - min(first_failed_at)) AS age
      FROM dead_letters WHERE status = 'dead' GROUP BY stage`,

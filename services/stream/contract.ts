@@ -20,7 +20,7 @@
 import type { Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import type { TopicName } from '../shared/topics.js';
-import type { DeadLetter } from '../shared/dead-letter.js';
+import type { DeadLetter } from '../domain/dead-letter.js';
 import type { KeyValueStore, PartitionStateStore } from './store.js';
 
 export type { DeadLetter, KeyValueStore };

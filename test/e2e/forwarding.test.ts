@@ -15,7 +15,7 @@ import { conversion, eventually, receivedBySandbox, sandboxControl, sandboxPlatf
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { startService, type RunningService } from '../../services/compose/service.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
-import { conversionKey, type ConversionReady } from '../../services/shared/conversion.js';
+import { conversionKey, type ConversionReady } from '../../services/domain/conversion.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { registry } from '../../services/shared/metrics.js';
 import { Topics } from '../../services/shared/topics.js';

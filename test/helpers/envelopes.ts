@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { normaliseEvent, normaliseSgtmEvent, type RequestContext } from '../../services/gateway/normalise.js';
-import { envelopeKey, type EventEnvelope, type KeyMode } from '../../services/shared/envelope.js';
+import { envelopeKey, type EventEnvelope, type KeyMode } from '../../services/domain/envelope.js';
 import { webEvent, type ServerEvent, type SgtmEvent, type WebEvent } from './factories.js';
 
 /** 2025-03-01T12:00:00Z: a fixed receive time, so dates and windows in assertions are exact. */

@@ -6,7 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { startSandbox, type RunningSandbox, type StartSandboxOptions } from '../sandbox/server.js';
 import { loadConfig, type Config } from '../../services/shared/config.js';
-import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../../services/shared/conversion.js';
+import { conversionKey, type ConversionReady, type PlatformEventRecord } from '../../services/domain/conversion.js';
 import type { Db } from '../../services/shared/db/db.js';
 import { openDatabase } from '../../services/shared/db/open.js';
 import { silentLogger, type Logger } from '../../services/shared/logger.js';

@@ -5,7 +5,7 @@
  * queryable tables in the same transaction (what the graph sink stage does a moment later in the runtimes).
  */
 import type { Db } from '../../services/shared/db/db.js';
-import { envelopeKey, type EventEnvelope } from '../../services/shared/envelope.js';
+import { envelopeKey, type EventEnvelope } from '../../services/domain/envelope.js';
 import { applyChanges } from '../../services/enrich/identity/graph-sink.js';
 import type { GraphChanges } from '../../services/enrich/identity/graph-state.js';
 import { Topics } from '../../services/shared/topics.js';

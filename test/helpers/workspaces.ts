@@ -1,6 +1,6 @@
 /** Workspaces with a forwarding setup (and optionally a connection time zone) written straight to the store. */
 import type { Db } from '../../services/shared/db/db.js';
-import { writeForwardingSetup, type ForwardingSetupInput } from '../../services/shared/forwarding-setup.js';
+import { writeForwardingSetup, type ForwardingSetupInput } from '../../services/domain/forwarding-setup.js';
 import { randomBase62 } from '../../services/shared/ids.js';
 
 export const SETUP: ForwardingSetupInput = {

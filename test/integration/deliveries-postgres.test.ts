@@ -9,7 +9,7 @@ import type { Outgoing } from '../../services/forwarder/destinations/kind.js';
 import { DeliveryRepo } from '../../services/forwarder/delivery-repo.js';
 import { deadLetterExpired } from '../../services/forwarder/outbox-repo.js';
 import { deliveriesStep } from '../../services/privacy/erasure-steps.js';
-import type { PlatformEventRecord } from '../../services/shared/conversion.js';
+import type { PlatformEventRecord } from '../../services/domain/conversion.js';
 import type { Db } from '../../services/shared/db/db.js';
 import { openDatabase } from '../../services/shared/db/open.js';
 import { conversion } from '../helpers/forwarder-rig.js';

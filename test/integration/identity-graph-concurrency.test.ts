@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { nodeIdOf } from '../../services/enrich/identity/graph-repo.js';
 import { createEnrichProcessor } from '../../services/enrich/processor.js';
-import { graphOwnerKey, type EventEnvelope } from '../../services/shared/envelope.js';
+import { graphOwnerKey, type EventEnvelope } from '../../services/domain/envelope.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { Topics } from '../../services/shared/topics.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';

@@ -13,7 +13,7 @@ import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
 import { PIPELINE_PARTITIONS, Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';
 import { webEnvelope } from '../helpers/envelopes.js';
-import { envelopeKey } from '../../services/shared/envelope.js';
+import { envelopeKey } from '../../services/domain/envelope.js';
 import { receivedBySandbox, sandboxControl } from '../helpers/forwarder-rig.js';
 import { outboxEmptied } from '../helpers/outbox.js';
 import { freshDatabase, infraEnv, kafkaKit, waitFor, type KafkaKit } from '../helpers/infra.js';

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { receivedBySandbox, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
-import type { ConversionReady } from '../../services/shared/conversion.js';
+import type { ConversionReady } from '../../services/domain/conversion.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { Topics, type TopicName } from '../../services/shared/topics.js';

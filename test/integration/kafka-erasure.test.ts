@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErasureFilter } from '../../services/enrich/identity/erasure-filter.js';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { IdempotentProducer } from '../../services/shared/kafka/producer.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient, type AdminClient } from '../helpers/admin-client.js';

@@ -8,7 +8,7 @@
  * the user does not belong to answers 404 by URL, and a form without its CSRF token is refused.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';

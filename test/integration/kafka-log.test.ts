@@ -5,7 +5,7 @@
  * healthy() false.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { KafkaAdmin } from '../../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
 import { silentLogger } from '../../services/shared/logger.js';

@@ -5,7 +5,7 @@
  * reaches events.raw and passes dedupe exactly once.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { Topics } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';
 import { webEvent } from '../helpers/factories.js';

@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/processor.js';
-import type { EventEnvelope } from '../../services/shared/envelope.js';
+import type { EventEnvelope } from '../../services/domain/envelope.js';
 import { IdempotentProducer, ProducerFencedError, TransactionalProducer } from '../../services/shared/kafka/producer.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, eventually, receivedBySandbox, sandboxControl, sandboxPlatformEnv } from '../helpers/forwarder-rig.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
-import { conversionKey } from '../../services/shared/conversion.js';
+import { conversionKey } from '../../services/domain/conversion.js';
 import { openPglite } from '../../services/shared/db/pglite.js';
 import { EmbeddedLog } from '../../services/stream/embedded/log.js';
 import { Topics } from '../../services/shared/topics.js';

@@ -18,7 +18,7 @@ import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
 import { PlatformNotConfiguredError, type PlatformClient } from '../../forwarder/platform-client.js';
 import type { Revoker } from '../../forwarder/revoker.js';
 import type { Db } from '../../shared/db/db.js';
-import type { ForwardingSetup, ForwardingSetupInput } from '../../shared/forwarding-setup.js';
+import type { ForwardingSetup, ForwardingSetupInput } from '../../domain/forwarding-setup.js';
 import { CONNECTION_PROBLEMS, sendConnectionProblem } from '../connection-problems.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
 import type { WorkspaceRepo } from '../workspace-repo.js';

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import { problemResponse } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
 import type { Db } from '../../shared/db/db.js';
-import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
+import type { ForwardingSetupInput } from '../../domain/forwarding-setup.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
 import { PLATFORM_EVENT_SOURCES, PLATFORM_EVENTS } from '../platform-events.js';
 

@@ -2,7 +2,7 @@
 import type { FastifyInstance } from 'fastify';
 import { noContent } from '../../gateway/openapi-schemas.js';
 import { IngestError } from '../../gateway/problems.js';
-import type { KeyMode } from '../../shared/envelope.js';
+import type { KeyMode } from '../../domain/envelope.js';
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, passwordProblem, ROLES, type Role, type UserRepo } from '../user-repo.js';
 import type { WorkspaceRepo } from '../workspace-repo.js';
 

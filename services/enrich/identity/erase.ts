@@ -6,7 +6,7 @@
  * the graph's partition (graph-state.ts erase), whose changes reach these tables again through the graph sink.
  */
 import type { Sql } from '../../shared/db/db.js';
-import type { KeyMode } from '../../shared/envelope.js';
+import type { KeyMode } from '../../domain/envelope.js';
 import { nodeIdOf } from './graph-repo.js';
 import { nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 

@@ -13,9 +13,9 @@
  *    emails, phones, user ids and the click id their records carry.
  */
 import { createHmac, randomBytes } from 'node:crypto';
-import type { ConversionReady, PlatformEventRecord } from '../../shared/conversion.js';
+import type { ConversionReady, PlatformEventRecord } from '../../domain/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
-import type { EventEnvelope } from '../../shared/envelope.js';
+import type { EventEnvelope } from '../../domain/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
 import { identifierNodesOf } from './identifiers.js';
 import type { GraphKind, GraphNode } from './kinds.js';

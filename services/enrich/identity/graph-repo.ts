@@ -11,7 +11,7 @@
  * gives the same answers. Ties in the reads are broken by the values in code-unit order.
  */
 import type { Sql } from '../../shared/db/db.js';
-import { graphOwnerKey, type KeyMode } from '../../shared/envelope.js';
+import { graphOwnerKey, type KeyMode } from '../../domain/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { PageData } from './identifiers.js';

@@ -2,7 +2,7 @@
  * Which of an event's identifiers enter the identity graph: consent first (consent.ts), then a junk filter, since
  * one shared junk value ("undefined", the hash of an empty email) would otherwise link every user who sends it.
  */
-import type { EventEnvelope, IdentifierKind } from '../../shared/envelope.js';
+import type { EventEnvelope, IdentifierKind } from '../../domain/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
 import { clickIdsFromUrl } from '../click-id.js';
 import type { ConsentDecision } from '../consent.js';

@@ -3,7 +3,7 @@
  * conversion_date_time; without it, the receive time as before.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConversionReady } from '../../shared/conversion.js';
+import type { ConversionReady } from '../../domain/conversion.js';
 import type { Db } from '../../shared/db/db.js';
 import { openDatabase } from '../../shared/db/open.js';
 import { serverEvent } from '../../../test/helpers/factories.js';

@@ -1,8 +1,8 @@
 /**
- * Step 4: the platform-ready records (shared/conversion.ts), under every rule of the spec's forwarding section. The
+ * Step 4: the platform-ready records (domain/conversion.ts), under every rule of the spec's forwarding section. The
  * ad accounts' time zones come from memory (a short TTL) or ONE query for the workspaces not in memory.
  */
-import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../shared/conversion.js';
+import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
 import type { AttributionKind } from '../attribution.js';
 import type { EnrichItem } from '../item.js';

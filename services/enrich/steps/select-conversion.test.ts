@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../shared/db/db.js';
 import { openDatabase } from '../../shared/db/open.js';
-import { writeForwardingSetup } from '../../shared/forwarding-setup.js';
+import { writeForwardingSetup } from '../../domain/forwarding-setup.js';
 import { SETUP } from '../../../test/helpers/workspaces.js';
 import type { EnrichItem } from '../item.js';
 import { TtlCache } from '../ttl-cache.js';

@@ -2,11 +2,11 @@
  * Step 1: which events become conversions? Events selected by the workspace's forwarding setup (its first TikTok
  * destination) or by any of its other destinations, only with ad_storage GRANTED, and test-mode events only for a
  * destination with a test_event_code. A conversion the forwarding setup did not select carries no TikTok event
- * source (shared/conversion.ts, forFirstTiktok): the forwarder files it for the other destinations only.
+ * source (domain/conversion.ts, forFirstTiktok): the forwarder files it for the other destinations only.
  * The batch's setups come from memory (a short TTL) or ONE query for the workspaces not in memory.
  */
 import type { Sql } from '../../shared/db/db.js';
-import { readForwardingSetups, type ForwardingSetup, type PiiMode } from '../../shared/forwarding-setup.js';
+import { readForwardingSetups, type ForwardingSetup, type PiiMode } from '../../domain/forwarding-setup.js';
 import type { EnrichItem } from '../item.js';
 import type { TtlCache } from '../ttl-cache.js';
 

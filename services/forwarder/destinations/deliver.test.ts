@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { classify } from '../classify.js';
 import type { PlatformAnswer } from '../platform-client.js';
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { deliverBatch, type DeliveryHooks } from './deliver.js';
 import { halves, type DestinationKind, type EventResult, type Outgoing } from './kind.js';
 

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { outboxEmptied } from '../../../test/helpers/outbox.js';
 import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
-import type { ConversionReady } from '../../shared/conversion.js';
+import type { ConversionReady } from '../../domain/conversion.js';
 import { planFanOut, type FanOutDestination } from './fan-out.js';
 import { connectMeta } from './meta.js';
 

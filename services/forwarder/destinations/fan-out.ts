@@ -4,9 +4,9 @@
  * A destination's ledger decides alone whether it already has a conversion, so one destination catching up never
  * sends anything twice, whatever the others did.
  */
-import type { ConversionReady } from '../../shared/conversion.js';
+import type { ConversionReady } from '../../domain/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
-import { readForwardingSetups } from '../../shared/forwarding-setup.js';
+import { readForwardingSetups } from '../../domain/forwarding-setup.js';
 import type { ConnectionStatus } from '../connection-repo.js';
 import { sourceEventOf } from '../outbox-repo.js';
 import { ledgerEventId } from '../outbox-filing.js';

@@ -6,7 +6,7 @@
  * field violations (`events[3]…`), so that event is split off alone.
  */
 import { z } from 'zod';
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';

@@ -3,7 +3,7 @@
  * The sender owns the outbox, the ledger, leases and backoff; a kind only shapes requests, sends them and says
  * what each answer means, for the batch and for each event in it. Kinds: tiktok.ts, meta.ts, google.ts.
  */
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformAnswer } from '../platform-client.js';

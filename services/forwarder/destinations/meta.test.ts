@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { META_APP, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import { conversion } from '../../../test/helpers/forwarder-rig.js';
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import type { PlatformAnswer } from '../platform-client.js';
 import { deliverBatch, type DeliveryHooks } from './deliver.js';
 import type { Outgoing } from './kind.js';

@@ -7,7 +7,7 @@
  */
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
 import type { BatchGroup } from '../outbox-repo.js';

@@ -5,8 +5,8 @@
  * write after slow work is guarded by the destination's `generation`, so a disconnect or reconnect wins over
  * work begun before it.
  */
-import { recordActivity } from '../../shared/activity.js';
-import type { PlatformEventRecord } from '../../shared/conversion.js';
+import { recordActivity } from '../../domain/activity.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { toNumber, type Db, type Sql } from '../../shared/db/db.js';
 import { newId } from '../../shared/ids.js';
 import type { ConnectionStatus } from '../connection-repo.js';

@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { authorizeInSandbox, conversion, sandboxControl, startRig, type ForwarderRig } from '../../../test/helpers/forwarder-rig.js';
 import { DEFAULT_ADVERTISER_IDS } from '../../../test/sandbox/state.js';
-import type { ConversionReady } from '../../shared/conversion.js';
+import type { ConversionReady } from '../../domain/conversion.js';
 import type { Destination } from './repo.js';
 import { tiktokDestinationKind } from './tiktok.js';
 

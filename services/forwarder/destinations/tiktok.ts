@@ -3,8 +3,8 @@
  * 1,000 records of one event source, pixel and test code, the answer classified by classify.ts. Enrich already
  * builds the record in TikTok's shape under the spec's consent rules, so it goes as it is.
  */
-import type { PlatformEventRecord } from '../../shared/conversion.js';
-import type { ForwardingSetupInput } from '../../shared/forwarding-setup.js';
+import type { PlatformEventRecord } from '../../domain/conversion.js';
+import type { ForwardingSetupInput } from '../../domain/forwarding-setup.js';
 import { formatInTimeZone } from '../../enrich/time-zone.js';
 import { classify } from '../classify.js';
 import { parseTokenGrant } from '../platform-client.js';

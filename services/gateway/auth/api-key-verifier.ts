@@ -3,9 +3,9 @@
  * CACHE_TTL_MS, so a revoked key answers 401 within that time on every replica without any notification channel.
  */
 import { LRUCache } from 'lru-cache';
-import { hashApiKey, looksLikeApiKey } from '../../shared/api-key-format.js';
+import { hashApiKey, looksLikeApiKey } from '../../domain/api-key-format.js';
 import type { Sql } from '../../shared/db/db.js';
-import type { KeyMode } from '../../shared/envelope.js';
+import type { KeyMode } from '../../domain/envelope.js';
 import { UsageRecorder } from './usage.js';
 
 /** Well inside the 5 s the operator contract allows for a revocation to take effect. */

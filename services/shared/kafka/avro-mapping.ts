@@ -6,10 +6,10 @@
  *  - free-form JSON (an envelope's payload, a conversion's properties, a dead letter's value) is carried as a JSON
  *    text field (`payload_json`, ...): Avro has no "any" type, and the sender's data is open-ended by contract.
  */
-import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../conversion.js';
-import type { EventEnvelope, Identifier, SessionData } from '../envelope.js';
+import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
+import type { EventEnvelope, Identifier, SessionData } from '../../domain/envelope.js';
 import { Topics, type TopicName } from '../topics.js';
-import type { DeadLetter } from '../dead-letter.js';
+import type { DeadLetter } from '../../domain/dead-letter.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */
 type AvroValue = Record<string, any>;

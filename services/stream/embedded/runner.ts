@@ -9,7 +9,7 @@
  * batch size adapts so that one batch takes about `maxBatchMs`, which keeps the gateway inside its 1.5 s deadline.
  */
 import type { Db, Sql } from '../../shared/db/db.js';
-import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../shared/dead-letter.js';
+import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, countStageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
@@ -127,7 +127,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
       });
       const outputs = this.outputsOf(records, outcomes, emitted);
-      // The queryable copy of the batch's dead letters (shared/dead-letter.ts), in the same transaction.
+      // The queryable copy of the batch's dead letters (domain/dead-letter.ts), in the same transaction.
       await recordDeadLetters(tx, (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter)));
       await appendInTransaction(tx, outputs);
       if (processor.store) await flushTableStore(tx, processor.store.name, store);

@@ -25,7 +25,7 @@ import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
 import { TransactionalProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
-import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../shared/dead-letter.js';
+import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import {
   consumerLag,
@@ -374,7 +374,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           onFailure: (err, size) => this.logger.warn({ err, partition: task.partition, size }, 'batch attempt failed; bisecting'),
         });
         // The outputs are encoded inside the transaction: a record whose output does not fit its schema is a dead
-        // letter, and every dead letter's queryable row (shared/dead-letter.ts) commits with the batch's writes.
+        // letter, and every dead letter's queryable row (domain/dead-letter.ts) commits with the batch's writes.
         const letters: DeadLetter[] = [];
         let next = 0;
         for (const d of decoded) {

@@ -5,7 +5,7 @@
  */
 import type { ValidateFunction } from 'ajv';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import { envelopeKey, type Endpoint, type EventEnvelope } from '../../../shared/envelope.js';
+import { envelopeKey, type Endpoint, type EventEnvelope } from '../../../domain/envelope.js';
 import { eventsIngested, logAppendDuration } from '../../../shared/metrics.js';
 import type { EventLogProducer } from '../../../stream/log.js';
 import { Topics } from '../../../shared/topics.js';

@@ -3,7 +3,7 @@
  * conversions delivered (and test events), failures by platform code, drops by reason. Written where the outcome
  * is decided, in the same transaction when there is one, as ONE statement per batch.
  */
-import type { Sql } from './db/db.js';
+import type { Sql } from '../shared/db/db.js';
 
 export type ActivityKind = 'delivered' | 'test_delivered' | 'failed' | 'dropped';
 

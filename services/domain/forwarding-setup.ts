@@ -3,7 +3,7 @@
  * become conversions, under which platform event names, for which pixel, and how personal data is handled.
  * The console writes it; enrich reads it.
  */
-import type { Sql } from './db/db.js';
+import type { Sql } from '../shared/db/db.js';
 
 export type PiiMode = 'hashed' | 'none';
 

@@ -4,11 +4,11 @@
  * admin API lists, redrives and discards (services/datateam). A letter's row is written in the same database
  * transaction that produces the letter, so the list never misses one and never shows one that was not written.
  */
-import type { Sql } from './db/db.js';
+import type { Sql } from '../shared/db/db.js';
 import { eventIdOf } from './event-id.js';
 import type { EventEnvelope } from './envelope.js';
-import { newId } from './ids.js';
-import { Topics } from './topics.js';
+import { newId } from '../shared/ids.js';
+import { Topics } from '../shared/topics.js';
 
 export interface DeadLetter {
   readonly stage: string;

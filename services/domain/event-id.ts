@@ -3,7 +3,7 @@ import canonicalizeModule from 'canonicalize';
 // NOTE: canonicalize is CommonJS (`module.exports = fn`) while its types declare a default export.
 const canonicalize = canonicalizeModule as unknown as (input: unknown) => string | undefined;
 import type { EventEnvelope } from './envelope.js';
-import { sha256Hex } from './ids.js';
+import { sha256Hex } from '../shared/ids.js';
 
 /**
  * The spec's derived id for an event without an idempotency key: SHA-256 of the RFC 8785 canonical JSON of what

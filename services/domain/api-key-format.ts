@@ -3,7 +3,7 @@
  * SHA-256 of the whole key is stored, with the first characters for display.
  */
 import type { KeyMode } from './envelope.js';
-import { randomBase62, sha256Hex } from './ids.js';
+import { randomBase62, sha256Hex } from '../shared/ids.js';
 
 export const KEY_PREFIX: Readonly<Record<KeyMode, string>> = { live: 'evk_live_', test: 'evk_test_' };
 const KEY_PATTERN = /^evk_(live|test)_[0-9A-Za-z]{32}$/;
