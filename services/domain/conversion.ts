@@ -84,3 +84,12 @@ export const forFirstTiktok = (c: Pick<ConversionReady, 'event_source' | 'event_
 
 /** Partition key on conversions.ready: one workspace's conversion with one event_id always lands together. */
 export const conversionKey = (c: Pick<ConversionReady, 'workspace_id' | 'event_id'>): string => `${c.workspace_id}:${c.event_id}`;
+
+/**
+ * The id under which the outbox and the sent ledger know a conversion. Test-mode conversions (sent with a test
+ * key, carrying a test_event_code) live apart from live ones: a test event must never make the live conversion
+ * with the same event_id look "already sent".
+ */
+export function ledgerEventId(c: Pick<ConversionReady, 'key_mode' | 'event_id'>): string {
+  return c.key_mode === 'test' ? `test:${c.event_id}` : c.event_id;
+}

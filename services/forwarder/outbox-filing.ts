@@ -4,7 +4,7 @@
  * them queued or sent: nothing is sent twice), and says what became of each: queued, dropped with a reason, or a
  * dead letter for conversions.dlq.
  */
-import { forFirstTiktok, type ConversionReady } from '../domain/conversion.js';
+import { forFirstTiktok, ledgerEventId, type ConversionReady } from '../domain/conversion.js';
 import type { Sql } from '../shared/db/db.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import { saveExplanations } from '../enrich/explanation.js';
@@ -82,14 +82,6 @@ export interface IntakeCount {
   readonly code: string;
 }
 
-/**
- * The id under which the outbox and the sent ledger know a conversion. Test-mode conversions (sent with a test
- * key, carrying a test_event_code) live apart from live ones: a test event must never make the live conversion
- * with the same event_id look "already sent".
- */
-export function ledgerEventId(c: Pick<ConversionReady, 'key_mode' | 'event_id'>): string {
-  return c.key_mode === 'test' ? `test:${c.event_id}` : c.event_id;
-}
 
 export interface FilingOptions {
   /**

@@ -4,6 +4,7 @@
  * transaction, so after a crash a conversion is either still waiting (and is resent with the same event_id) or
  * recorded as sent (and never sent again).
  */
+import type { BatchGroup } from './destinations/kind.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import { conversionKey, type PlatformEventRecord } from '../domain/conversion.js';
@@ -23,14 +24,6 @@ export interface OutboxRow {
   readonly receivedAt: number;
   /** The gateway request that carried the event (null for conversions queued before it was recorded). */
   readonly requestId: string | null;
-}
-
-/** The batch key: one platform request carries one event source, one pixel and one test code. */
-export interface BatchGroup {
-  readonly eventSource: string;
-  readonly eventSourceId: string;
-  /** '' = none. */
-  readonly testEventCode: string;
 }
 
 /** A conversion the platform rejected permanently (or that could not be read), on conversions.dlq. */

@@ -21,7 +21,8 @@ import { UserRepo } from '../user-repo.js';
 import { ActivityRepo } from './activity-repo.js';
 import { readDeliveries, recentOutcomes, type DeliveryForm } from './deliveries-section.js';
 import { blankSetup, destinationFromForm, sentence, eventRows, KIND_EVENTS, KIND_FIELDS, KIND_LABELS, type ParsedForm } from './destination-form.js';
-import { renderPage, type ConsoleWebDeps } from './plugin.js';
+import type { ConsoleWebDeps } from './deps.js';
+import { renderPage } from './page.js';
 import { accessCheck, ConsoleHttpError, redriveShown, STATUS_TEXT, type Access, type WsParams } from './settings-routes.js';
 import { actorOf } from './sign-in-routes.js';
 

@@ -18,23 +18,19 @@ import fastifyStatic from '@fastify/static';
 import view from '@fastify/view';
 import { Eta } from 'eta';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { ConnectionRepo } from '../../forwarder/connection-repo.js';
-import type { DestinationFlow } from '../../forwarder/destinations/flow.js';
-import type { GoogleClient } from '../../forwarder/destinations/google.js';
-import type { MetaClient } from '../../forwarder/destinations/meta.js';
-import type { DestinationRepo } from '../../forwarder/destinations/repo.js';
-import type { OAuthFlow } from '../../forwarder/oauth-flow.js';
-import type { PlatformClient } from '../../forwarder/platform-client.js';
-import type { Revoker } from '../../forwarder/revoker.js';
-import type { Db } from '../../shared/db/db.js';
 import { repoRoot } from '../../shared/repo-root.js';
 import type { ConsoleUser, Membership } from '../user-repo.js';
 import { UnstorableFormValueError, unstorableFormValue } from './form-values.js';
 import { destinationsRoutes } from './destinations-routes.js';
 import { settingsRoutes } from './settings-routes.js';
 import { DbSessionStore } from './session-store.js';
-import type { AccountThrottleLimits } from './sign-in-throttle.js';
 import { signInRoutes } from './sign-in-routes.js';
+import { renderPage, SESSION_COOKIE } from './page.js';
+
+import type { ConsoleWebDeps } from './deps.js';
+
+export { renderPage, SESSION_COOKIE, type PageData } from './page.js';
+export type { ConsoleDeadLetters, ConsoleWebDeps } from './deps.js';
 
 declare module 'fastify' {
   interface Session {
@@ -46,70 +42,11 @@ declare module 'fastify' {
   }
 }
 
-export interface ConsoleWebDeps {
-  readonly db: Db;
-  readonly publicBaseUrl: string;
-  /** The platform's authorize page: the Connect form redirects there, so the CSP's form-action must allow it. */
-  readonly platformAuthUrl: string;
-  /** Secret material the session cookie's signing key is derived from (CREDENTIALS_KEY). */
-  readonly secretKey: Buffer;
-  readonly flow: OAuthFlow;
-  readonly connections: ConnectionRepo;
-  readonly revoker: Revoker;
-  /** The workspace's other destinations, their connect flow, and the clients their disconnection revokes with. */
-  readonly destinations: DestinationRepo;
-  readonly destinationFlow: DestinationFlow;
-  readonly meta: MetaClient;
-  readonly google: GoogleClient;
-  readonly tiktok: PlatformClient;
-  /** Those platforms' authorize pages (Meta, Google): a Connect form redirects there too. */
-  readonly destinationAuthUrls: readonly string[];
-  readonly plans: readonly string[];
-  /** Sign-in attempts per client address per minute. */
-  readonly signInAttemptsPerMinute?: number;
-  /** The per-account pace of sign-in attempts (sign-in-throttle.ts; its defaults when unset). */
-  readonly signInAccountLimits?: AccountThrottleLimits;
-  /** How long a conversion's "why this field" record is shown (CONVERSION_EXPLANATION_RETENTION_DAYS). */
-  readonly explanationRetentionMs?: number;
-  /** The data-team redrive (services/datateam), bound once the runtime is open; undefined: the page is read-only. */
-  readonly deadLetters?: () => ConsoleDeadLetters | undefined;
-}
-
-/** What the Activity page's "Redrive" asks of the service: the admin API's redrive, by id or all, audited as the user. */
-export interface ConsoleDeadLetters {
-  redrive(
-    workspaceId: string,
-    selection: { readonly ids: readonly string[] } | { readonly all: true },
-    actor: string,
-  ): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> } | { refused: string }>;
-  /** "Redrive shown" of the Deliveries section: the dead and refused among these delivery records, audited as the user. */
-  redriveDeliveries(workspaceId: string, deliveryIds: readonly number[], actor: string): Promise<{ redriven: number; failed: ReadonlyArray<{ id: string; error: string }> }>;
-}
-
 /** A session ends after this long without a request (each request moves it forward)… */
 export const SESSION_MAX_AGE_MS = 8 * 3600_000;
 /** …and this long after sign-in whatever the activity: a stolen cookie is not good forever. */
 export const SESSION_ABSOLUTE_MS = 12 * 3600_000;
-export const SESSION_COOKIE = 'console_session';
 const WEB_DIR = join(repoRoot(), 'services', 'console', 'web');
-
-export interface PageData {
-  readonly title: string;
-  readonly ws?: Membership;
-  readonly tab?: string;
-  readonly [k: string]: unknown;
-}
-
-const fmt = (iso: string | null | undefined): string => (iso ? `${iso.slice(0, 16).replace('T', ' ')} UTC` : '—');
-
-/** Renders a page in the layout, with the signed-in user and a fresh CSRF token; never cached. */
-export async function renderPage(request: FastifyRequest, reply: FastifyReply, template: string, data: PageData, status = 200): Promise<FastifyReply> {
-  const flash = request.session.flash;
-  if (flash !== undefined) request.session.flash = undefined;
-  const csrfToken = reply.generateCsrf();
-  const html = await reply.viewAsync(template, { notice: flash, ...data, user: request.session.user, csrf: csrfToken, fmt });
-  return reply.code(status).header('cache-control', 'no-store').type('text/html; charset=utf-8').send(html);
-}
 
 export async function consoleWebPlugin(app: FastifyInstance, deps: ConsoleWebDeps): Promise<void> {
   await app.register(async (scope) => consoleScope(scope, deps), { prefix: '/console' });

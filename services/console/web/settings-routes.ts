@@ -19,7 +19,8 @@ import { ExplanationRepo } from '../../privacy/explanations.js';
 import { ActivityRepo, deliveredChart } from './activity-repo.js';
 import { eventRows, eventsFromForm } from './destination-form.js';
 import { backQuery, deliveryIdsOf, readDeliveries, type DeliveryForm } from './deliveries-section.js';
-import { renderPage, type ConsoleWebDeps } from './plugin.js';
+import type { ConsoleWebDeps } from './deps.js';
+import { renderPage } from './page.js';
 import { actorOf } from './sign-in-routes.js';
 
 export type WsParams = { Params: { ws: string } };

@@ -2,7 +2,8 @@
 import type { FastifyInstance } from 'fastify';
 import { grantRole, MAX_PASSWORD_LENGTH, UserRepo } from '../user-repo.js';
 import { WorkspaceRepo } from '../workspace-repo.js';
-import { renderPage, SESSION_COOKIE, type ConsoleWebDeps } from './plugin.js';
+import type { ConsoleWebDeps } from './deps.js';
+import { renderPage, SESSION_COOKIE } from './page.js';
 import { AccountThrottle, DeviceCookies } from './sign-in-throttle.js';
 
 const DEVICE_COOKIE = 'console_device';

@@ -5,9 +5,8 @@
  * with each outcome (ledger, dead letters, backoff, re-authorisation) is the caller's, through the hooks.
  */
 import type { Classification } from '../classify.js';
-import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformAnswer } from '../platform-client.js';
-import type { DestinationKind, Outgoing } from './kind.js';
+import type { BatchGroup, DestinationKind, Outgoing } from './kind.js';
 import type { MatchScore } from './match-quality.js';
 
 export type RetryClassification = Extract<Classification, { kind: 'retry' }>;

@@ -9,7 +9,7 @@ import type { Sql } from '../../shared/db/db.js';
 import { readForwardingSetups } from '../../domain/forwarding-setup.js';
 import type { ConnectionStatus } from '../connection-repo.js';
 import { sourceEventOf } from '../outbox-repo.js';
-import { ledgerEventId } from '../outbox-filing.js';
+import { ledgerEventId } from '../../domain/conversion.js';
 import type { DestinationSetup } from './repo.js';
 
 export interface FanOutDestination {

@@ -9,9 +9,8 @@ import { z } from 'zod';
 import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
-import type { BatchGroup } from '../outbox-repo.js';
 import { jsonObjectOf, platformCall, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
-import { halves, type DestinationKind, type Outgoing } from './kind.js';
+import { halves, type BatchGroup, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
 export const GOOGLE_BATCH_LIMIT = 2000;

@@ -5,9 +5,16 @@
  */
 import type { PlatformEventRecord } from '../../domain/conversion.js';
 import type { Classification } from '../classify.js';
-import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformAnswer } from '../platform-client.js';
 import type { MatchScore } from './match-quality.js';
+
+/** The batch key: one platform request carries one event source, one pixel and one test code. */
+export interface BatchGroup {
+  readonly eventSource: string;
+  readonly eventSourceId: string;
+  /** '' = none. */
+  readonly testEventCode: string;
+}
 
 export const DESTINATION_KINDS = ['tiktok', 'meta', 'google'] as const;
 export type DestinationKindName = (typeof DESTINATION_KINDS)[number];

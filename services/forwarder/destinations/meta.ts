@@ -10,9 +10,8 @@ import { z } from 'zod';
 import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { ServiceError } from '../../shared/errors.js';
 import type { Classification } from '../classify.js';
-import type { BatchGroup } from '../outbox-repo.js';
 import { jsonObjectOf, platformCall, withStatusWhenUnread, type ParsedAnswer, type PlatformAnswer, type PlatformEndpoint } from '../platform-client.js';
-import { halves, type DestinationKind, type Outgoing } from './kind.js';
+import { halves, type BatchGroup, type DestinationKind, type Outgoing } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
 export const META_BATCH_LIMIT = 1000;

@@ -10,7 +10,8 @@ import type { PlatformEventRecord } from '../../domain/conversion.js';
 import { toNumber, type Db, type Sql } from '../../shared/db/db.js';
 import { newId } from '../../shared/ids.js';
 import type { ConnectionStatus } from '../connection-repo.js';
-import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters, type BatchGroup } from '../outbox-repo.js';
+import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters } from '../outbox-repo.js';
+import type { BatchGroup } from './kind.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
 

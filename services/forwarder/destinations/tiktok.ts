@@ -9,9 +9,8 @@ import { formatInTimeZone } from '../../enrich/time-zone.js';
 import { classify } from '../classify.js';
 import { parseTokenGrant } from '../platform-client.js';
 import type { RefreshOutcome } from './sender.js';
-import type { BatchGroup } from '../outbox-repo.js';
 import type { PlatformClient, TrackBody } from '../platform-client.js';
-import type { DestinationKind, Outgoing } from './kind.js';
+import type { BatchGroup, DestinationKind, Outgoing } from './kind.js';
 import { halves } from './kind.js';
 import { presentKeys, scoreMatch, type MatchScore, type MatchWeights } from './match-quality.js';
 
