@@ -1,5 +1,5 @@
 /** Forwarding setups for the admin API: the shared store functions plus the audit trail. */
-import { audit } from '../forwarder/connection-repo.js';
+import { audit } from '../domain/audit-log.js';
 import type { Db } from '../shared/db/db.js';
 import {
   readForwardingSetup,

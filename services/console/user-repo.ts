@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import bcrypt from 'bcryptjs';
-import { audit } from '../forwarder/connection-repo.js';
+import { audit } from '../domain/audit-log.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 

@@ -1,5 +1,5 @@
 /** Workspaces and API keys in the database. Keys are stored as SHA-256 hashes only. */
-import { audit } from '../forwarder/connection-repo.js';
+import { audit } from '../domain/audit-log.js';
 import { generateApiKey } from '../domain/api-key-format.js';
 import type { Sql } from '../shared/db/db.js';
 import type { KeyMode } from '../domain/envelope.js';

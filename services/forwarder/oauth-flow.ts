@@ -13,7 +13,8 @@ import type { Db } from '../shared/db/db.js';
 import { newId, sha256Hex } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { classify } from './classify.js';
-import { audit, type ConnectionRepo } from './connection-repo.js';
+import { audit } from '../domain/audit-log.js';
+import { type ConnectionRepo } from './connection-repo.js';
 import { parseAdvertiserTimeZone, parseTokenGrant, PlatformNotConfiguredError, type PlatformClient, type TokenGrant } from './platform-client.js';
 import { tokenAad, type TokenCipher } from './token-cipher.js';
 

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { ConnectionRepo, refreshLeadMs } from './connection-repo.js';
+import { ConnectionRepo } from './connection-repo.js';
+import { refreshLeadMs } from './refresh-leases.js';
 import { tokenRefreshes } from './metrics.js';
 import { TokenCipher, tokenAad } from './token-cipher.js';
 import { eventually, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
@@ -144,17 +145,17 @@ describe('TokenRefresher', () => {
     await rig.connect(ws);
     const r = await row(ws);
     expect(r).toMatchObject({ access_expires_at: null, refresh_due_at: null, refresh_token_enc: null });
-    expect(await rig.platform.connections.dueForRefresh(100)).not.toContain(ws);
+    expect(await rig.platform.connections.refresh.dueForRefresh(100)).not.toContain(ws);
     expect(await rig.platform.refresher.refreshNow(ws, { force: true })).toBe('not_connected');
   });
 
   it('a refresh that finishes after a reconnect stores nothing', async () => {
     const ws = await rig.workspace();
     await rig.connect(ws);
-    const leased = await rig.platform.connections.leaseForRefresh(ws, 'someone', 5_000, { force: true });
+    const leased = await rig.platform.connections.refresh.leaseForRefresh(ws, 'someone', 5_000, { force: true });
     expect(leased).not.toBeNull();
     await rig.connect(ws); // a new generation
-    const stored = await rig.platform.connections.storeRefreshed(leased!, 'someone', {
+    const stored = await rig.platform.connections.refresh.storeRefreshed(leased!, 'someone', {
       accessToken: 'stale',
       advertiserIds: [],
       scope: [],
@@ -182,7 +183,7 @@ describe('ConnectionRepo key rotation', () => {
     );
     const cipher = new TokenCipher('new2', k2, new Map([['old1', k1]]));
     const rotated = new ConnectionRepo(rig.db, cipher);
-    expect(await rotated.resealStale(1000)).toBeGreaterThanOrEqual(1);
+    expect(await rotated.credentials.resealStale(1000)).toBeGreaterThanOrEqual(1);
     const r = await row(ws);
     expect(r.access_token_enc).toMatch(/^new2:/);
     expect(r.refresh_token_enc).toMatch(/^new2:/);

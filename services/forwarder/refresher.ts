@@ -8,6 +8,7 @@
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { classify } from './classify.js';
+import type { LeasedConnection } from './connection-credentials.js';
 import type { ConnectionRepo } from './connection-repo.js';
 import { BackgroundLoop } from './loop.js';
 import { forwardedConversions, tokenRefreshes } from './metrics.js';
@@ -69,14 +70,14 @@ export class TokenRefresher {
 
   /** One pass: refresh what is due, retry due revocations, keep the key rotation current. */
   async tick(): Promise<void> {
-    const due = await this.deps.connections.dueForRefresh(50);
+    const due = await this.deps.connections.refresh.dueForRefresh(50);
     for (const ws of due) await this.refreshNow(ws);
     await this.deps.revoker.runDue();
     // forwarder_connections is read from the database at scrape time (shared/metrics-scrape.ts).
     const now = Date.now();
     if (now - this.lastRestore >= RESTORE_EVERY_MS) {
       this.lastRestore = now;
-      const restored = await this.deps.connections.restoreReadable(100);
+      const restored = await this.deps.connections.credentials.restoreReadable(100);
       if (restored.length > 0) {
         this.deps.logger.info({ workspaces: restored }, 'stored credentials open again: connections restored');
         for (const ws of restored) this.deps.onRestored?.(ws);
@@ -84,7 +85,7 @@ export class TokenRefresher {
     }
     if (now - this.lastReseal >= RESEAL_EVERY_MS) {
       this.lastReseal = now;
-      const n = await this.deps.connections.resealStale(100);
+      const n = await this.deps.connections.credentials.resealStale(100);
       if (n > 0) this.deps.logger.info({ connections: n }, 're-sealed tokens under the current credentials key');
     }
   }
@@ -95,15 +96,15 @@ export class TokenRefresher {
    */
   async refreshNow(workspaceId: string, opts: { force?: boolean } = {}): Promise<RefreshOutcome> {
     const { connections, client, logger, owner } = this.deps;
-    const leased = await connections.leaseForRefresh(workspaceId, owner, this.deps.leaseMs, opts);
-    if (!leased) return connections.whyNotLeased(workspaceId);
+    const leased = await connections.refresh.leaseForRefresh(workspaceId, owner, this.deps.leaseMs, opts);
+    if (!leased) return connections.refresh.whyNotLeased(workspaceId);
     const log = logger.child({ workspace: workspaceId });
     const answer = await client.refresh(leased.refreshToken!);
     const c = classify(answer);
     if (c.kind === 'ok') {
       const grant = parseTokenGrant(answer.data);
       if (typeof grant === 'string') return this.failed(leased, 'transient', grant);
-      if (await connections.storeRefreshed(leased, owner, grant)) {
+      if (await connections.refresh.storeRefreshed(leased, owner, grant)) {
         tokenRefreshes.inc({ outcome: 'ok' });
         log.debug({ expires_in: grant.expiresIn, rotated: grant.refreshToken !== undefined }, 'access token refreshed');
         return 'refreshed';
@@ -132,14 +133,14 @@ export class TokenRefresher {
   }
 
   private async failed(
-    leased: Parameters<ConnectionRepo['refreshFailed']>[0],
+    leased: LeasedConnection,
     outcome: 'transient' | 'rejected',
     reason: string,
     retryAfterMs: number | null = null,
   ): Promise<RefreshOutcome> {
-    const failures = await this.deps.connections.refreshFailures(leased.workspaceId);
+    const failures = await this.deps.connections.refresh.refreshFailures(leased.workspaceId);
     const delay = retryDelayMs(failures, this.deps.backoff, retryAfterMs);
-    await this.deps.connections.refreshFailed(leased, this.deps.owner, delay, `refresh failed: ${reason}`.slice(0, 500));
+    await this.deps.connections.refresh.refreshFailed(leased, this.deps.owner, delay, `refresh failed: ${reason}`.slice(0, 500));
     tokenRefreshes.inc({ outcome });
     const level = outcome === 'rejected' ? 'error' : 'warn';
     this.deps.logger[level]({ workspace: leased.workspaceId, reason, failures: failures + 1, retry_in_ms: delay }, 'token refresh failed; will retry');

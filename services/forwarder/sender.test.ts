@@ -254,12 +254,12 @@ describe('ForwardSender', () => {
     await rig.append([conversion(ws), conversion(ws)]);
     await intake().drain();
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toBeNull();
-    expect(await rig.platform.connections.sendable('me', 10, 60_000, 3)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).not.toContain(ws);
     expect(await rig.platform.outbox.readyGroup(ws, 0, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'PIXEL123', testEventCode: '' });
     await rig.append([conversion(ws)]);
     await intake().drain();
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).not.toBeNull();
-    expect(await rig.platform.connections.sendable('me', 10, 60_000, 3)).toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).toContain(ws);
     await sendAll(ws);
   });
 
@@ -283,11 +283,11 @@ describe('ForwardSender', () => {
     expect(view!.statusReason).toContain('CREDENTIALS_KEY');
     expect(await faults()).toBe(before + 1);
     expect(await outboxCount(ws)).toBe(2); // parked, not dropped
-    expect(await rig.platform.connections.sendable('someone', 100, 0, 1)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('someone', 100, 0, 1)).not.toContain(ws);
 
     // The right ciphertext back (the right key after a restart): restored, and what waited is sent.
     await rig.db.query('UPDATE connections SET access_token_enc = $2 WHERE workspace_id = $1', [ws, sealed]);
-    expect(await rig.platform.connections.restoreReadable(100)).toContain(ws);
+    expect(await rig.platform.connections.credentials.restoreReadable(100)).toContain(ws);
     expect(await rig.platform.connections.get(ws)).toMatchObject({ status: 'connected', statusCode: null, statusReason: null });
     await sendAll(ws);
     expect(await outboxCount(ws)).toBe(0);

@@ -15,7 +15,8 @@ import type { Db } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { codeLabel } from './classify.js';
-import type { ConnectionRepo, LeasedConnection } from './connection-repo.js';
+import type { LeasedConnection } from './connection-credentials.js';
+import type { ConnectionRepo } from './connection-repo.js';
 import { DrainLoop } from './loop.js';
 import { endToEndLatency, forwardedConversions, outboxRecords } from './metrics.js';
 import type { BatchGroup } from './destinations/kind.js';
@@ -105,15 +106,15 @@ export class ForwardSender {
     await this.housekeeping();
     if (this.drains.free <= 0 || this.drains.stopping) return;
     const { lingerMs, batchSize } = this.deps.options;
-    this.drains.drainAll(await this.deps.connections.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
+    this.drains.drainAll(await this.deps.connections.sending.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
   }
 
   /** Backs a connection off after an unexpected error; the delay, or null when even that failed. */
   private async backOffAfterError(workspaceId: string): Promise<number | null> {
     try {
-      const failures = await this.deps.connections.sendFailures(workspaceId);
+      const failures = await this.deps.connections.sending.sendFailures(workspaceId);
       const delay = Math.max(this.deps.options.backoff.baseMs, retryDelayMs(failures, this.deps.options.backoff));
-      await this.deps.connections.sendBackoffAfterError(workspaceId, delay);
+      await this.deps.connections.sending.sendBackoffAfterError(workspaceId, delay);
       return delay;
     } catch {
       return null; // the database is down too: the loop's own backoff paces the next attempt
@@ -123,7 +124,7 @@ export class ForwardSender {
   /** Sends everything that is ready for one connection while holding its send lease. Exposed for tests. */
   async drain(workspaceId: string): Promise<void> {
     const { connections, outbox, owner, options } = this.deps;
-    let conn = await connections.leaseForSending(workspaceId, owner, options.leaseMs);
+    let conn = await connections.sending.leaseForSending(workspaceId, owner, options.leaseMs);
     if (!conn) return;
     try {
       while (!this.drains.stopping) {
@@ -134,10 +135,10 @@ export class ForwardSender {
         const next = await this.deliver(conn, group, rows);
         if (next === null) return;
         conn = next;
-        if (!(await connections.renewSendLease(workspaceId, owner, conn.generation, options.leaseMs))) return;
+        if (!(await connections.sending.renewSendLease(workspaceId, owner, conn.generation, options.leaseMs))) return;
       }
     } finally {
-      await connections.releaseSendLease(workspaceId, owner);
+      await connections.sending.releaseSendLease(workspaceId, owner);
     }
   }
 
@@ -157,7 +158,7 @@ export class ForwardSender {
         const code = codeLabel(answer);
         await this.deps.db.transaction(async (tx) => {
           await outbox.recordSent(tx, ws, batch, answer.requestId, group.testEventCode);
-          await connections.resetSendBackoff(tx, ws, conn.generation);
+          await connections.sending.resetSendBackoff(tx, ws, conn.generation);
         });
         const now = (this.deps.now ?? Date.now)();
         forwardedConversions.inc({ outcome: 'forwarded', code }, batch.length);
@@ -169,9 +170,9 @@ export class ForwardSender {
         const code = codeLabel(answer);
         await outbox.bumpAttempts(batch);
         await recordActivity(this.deps.db, [{ workspaceId: ws, kind: 'failed', key: code, n: batch.length }]);
-        const failures = await connections.sendFailures(ws);
+        const failures = await connections.sending.sendFailures(ws);
         const delay = retryDelayMs(failures, this.deps.options.backoff, c.retryAfterMs);
-        await connections.sendBackoff(ws, conn.generation, delay);
+        await connections.sending.sendBackoff(ws, conn.generation, delay);
         forwardedConversions.inc({ outcome: 'retried', code }, batch.length);
         log.warn(
           { records: batch.length, request_ids: requestIdsOf(batch), code, reason: c.reason, message: answer.message, retry_in_ms: delay },
@@ -191,15 +192,15 @@ export class ForwardSender {
           return null;
         }
         const refreshed = await refresher.refreshNow(ws, { force: true });
-        const fresh = await connections.currentTokens(ws);
+        const fresh = await connections.sending.currentTokens(ws);
         if (fresh && fresh.generation === held.generation && (refreshed === 'refreshed' || fresh.accessToken !== held.accessToken)) {
           current = fresh;
           return fresh.accessToken;
         }
         if (fresh && refreshed !== 'invalid') {
           // Someone else is refreshing, or the refresh failed transiently: come back shortly.
-          const failures = await connections.sendFailures(ws);
-          await connections.sendBackoff(ws, held.generation, retryDelayMs(failures, this.deps.options.backoff));
+          const failures = await connections.sending.sendFailures(ws);
+          await connections.sending.sendBackoff(ws, held.generation, retryDelayMs(failures, this.deps.options.backoff));
         }
         current = null;
         return null;

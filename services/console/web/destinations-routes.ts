@@ -6,7 +6,7 @@
  * Connection: its page shows them and links to their pages. Access and audit as the other settings pages.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { audit } from '../../forwarder/connection-repo.js';
+import { audit } from '../../domain/audit-log.js';
 import { DESTINATION_KINDS, type DestinationKindName } from '../../forwarder/destinations/kind.js';
 import { KindNotConnectableError } from '../../forwarder/destinations/flow.js';
 import { GoogleNotConfiguredError } from '../../forwarder/destinations/google.js';

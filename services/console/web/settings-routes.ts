@@ -7,7 +7,7 @@ import { Ajv } from 'ajv';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { PlatformNotConfiguredError } from '../../forwarder/platform-client.js';
 import { describeError } from '../../gateway/validation/validate.js';
-import { audit } from '../../forwarder/connection-repo.js';
+import { audit } from '../../domain/audit-log.js';
 import type { ForwardingSetupInput } from '../../domain/forwarding-setup.js';
 import { ForwardingRepo } from '../forwarding-repo.js';
 import { LEGACY_PLATFORM_EVENTS, PLATFORM_EVENT_SOURCES, STANDARD_PLATFORM_EVENTS } from '../platform-events.js';

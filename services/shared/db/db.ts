@@ -53,3 +53,6 @@ export async function inTransaction<T>(sql: Tx, fn: (tx: Tx) => Promise<T>): Pro
 export function toNumber(v: unknown): number {
   return typeof v === 'number' ? v : Number(v);
 }
+
+/** A SQL interval of `v` milliseconds, inlined (a number, never user input). */
+export const msInterval = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
