@@ -1,17 +1,11 @@
 /**
- * Producers, in the service's terms, both on @platformatic/kafka:
- *  - IdempotentProducer: acks=all, idempotent; the gateway's (stream/kafka/log.ts), the dead-letter relay's and the
- *    redrive's. Its sends are bounded (a few short retries, then an error), and it is rebuilt after any failed send,
- *    so a producer whose sequence numbers may disagree with the broker's never sends other records. The partitioner
- *    is the Java client's (murmur2 of the key), as kafkajs' DefaultPartitioner: a key lands on the same partition
- *    whichever client wrote it, which keeps dedupe's state co-partitioned with its input.
- *  - TransactionalProducer: one per stage input partition (transactional.id `<group>-<topic>-<partition>`). init()
- *    is InitProducerId, which fences an older producer with the same id (a zombie, or the process killed -9 before
- *    a rebalance) and completes its open transaction (abort) before returning. One transaction at a time per
- *    producer, so the owner of a partition runs its batches one after the other. After any failure the producer is
- *    discarded (same sequence-number hazard).
- * Why this client: bench/results/kafka-client.json (the same records, acks=all: ~2.3× kafkajs' rate on this machine,
- * a third of its CPU) and docs/decisions.md. kafkajs keeps the group consumers (consumer.ts).
+ * Producers, in the service's terms, on @platformatic/kafka (why this client: docs/decisions.md):
+ *  - IdempotentProducer: acks=all; the gateway's, the dead-letter relay's and the redrive's. Sends are bounded, and
+ *    the producer is rebuilt after any failed send, so one whose sequence numbers may disagree with the broker's
+ *    never sends again. Keys are partitioned by murmur2 as the Java client does, so a key lands on the same
+ *    partition whichever client wrote it (dedupe's state stays co-partitioned with its input).
+ *  - TransactionalProducer: one per stage input partition. init() fences an older producer with the same id and
+ *    aborts its open transaction; one transaction at a time; discarded after any failure.
  */
 import {
   Admin,

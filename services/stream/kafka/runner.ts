@@ -1,23 +1,17 @@
 /**
- * The Kafka runtime's driver for one processor (the same contract as embedded-runner.ts): a member of consumer
+ * The Kafka runtime's driver for one processor (the same contract as the embedded runner): a member of consumer
  * group `<prefix><processor.name>` on the processor's input, read_committed.
  *
  * Exactly once, per input partition p:
- *  - p has its own transactional producer, transactional.id `<group>-<input>-<p>`. Each batch is ONE transaction:
- *    the outputs, the dead letters, the state changes (changelog records on partition p of the changelog) and the
- *    group's offset (sendOffsets) commit together or not at all.
- *  - When p is assigned, before any record of p is processed: InitProducerId with that id fences the previous owner
- *    (a zombie, or a process killed -9) and completes its open transaction; then the store of p is restored from the
- *    changelog partition p up to its end (measured after the fencing, so it holds every committed write); then the
- *    group's committed offset of p is read again (a zombie may have committed after kafkajs fetched it) and the
- *    consumer seeks to it. Only then is p resumed.
- *  - A failed transaction is aborted and the member leaves and rejoins the group: every partition is prepared again
- *    from the committed state (no partial in-memory state survives a failure).
- *  - A rebalance waits for the batches in flight (kafkajs rejoins after them); on a new generation every partition
- *    is prepared again, so a partition that moved and came back is never processed with stale state.
- * Records a processor cannot handle (it throws MAX_ATTEMPTS times, or its output does not fit the topic's schema,
- * or the input cannot be decoded) are dead-lettered on events.dlq in the same transaction, and the partition moves
- * on; an outage (database, registry, broker) is never taken for a poison record: the batch is retried.
+ *  - Each batch is ONE transaction of p's own transactional producer (`<group>-<input>-<p>`): outputs, dead letters,
+ *    changelog records on partition p and the group's offset commit together or not at all.
+ *  - Before any record of p is processed: the producer's init fences the previous owner, the store of p is restored
+ *    from the changelog up to its end measured after the fencing, and the committed offset is read again (a zombie
+ *    may have committed after the consumer fetched it). Only then is p resumed.
+ *  - A failed transaction is aborted and the member rejoins: every partition is prepared again from committed state,
+ *    as it is on every new generation, so no partial or stale in-memory state is ever processed.
+ * Poison records (a processor throwing MAX_ATTEMPTS times, output not fitting the schema, undecodable input) are
+ * dead-lettered in the same transaction; an outage (database, registry, broker) is retried, never dead-lettered.
  */
 import type { Db } from '../../shared/db/db.js';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
