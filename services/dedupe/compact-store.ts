@@ -334,11 +334,7 @@ export class CompactDedupeStore implements KeyValueStore<DedupeState> {
     }
   }
 
-  /**
-   * PartitionStore names the expired keys so the runner can tombstone them; this store does not keep keys, so it
-   * names none and evicts in apply() instead. The changelog is then bounded by the topic's retention (see the note at
-   * the top), not by tombstones.
-   */
+  /** None: this store does not keep keys, so it evicts in apply() instead (see the note at the top). */
   expired(_now: number, _limit: number): string[] {
     return [];
   }

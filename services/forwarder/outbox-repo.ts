@@ -256,8 +256,8 @@ export function conversionLetter(
 
 /**
  * Letters of conversions given up, on conversions.dlq and in dead_letters, in the caller's transaction. A letter's
- * origin names its destination (the first TikTok one's is the ledger id alone, as it always was), so the same event
- * given up by two destinations makes two letters.
+ * origin names its destination (the first TikTok one's is the ledger id alone), so the same event given up by two
+ * destinations makes two letters.
  */
 export async function writeConversionLetters(
   tx: Sql,

@@ -90,12 +90,10 @@ export interface ClusterReader {
  * later): a star from the event's best identifier to each node it was linked with; refused links get no edge.
  */
 /**
- * The event's links as edges from its anchor (its first lasting identifier: user id, email, phone, client id). An edge
- * is evidence that its two identifiers are one person, so it is written for a person's lasting identifiers and
- * organisations only: a session or click id belongs to one visit and keeps its cluster on its own node. When the
- * event merged nothing and its anchor was known, an identifier already in the anchor's cluster adds no evidence: only
- * edges to new identifiers (and to organisations, which never join a cluster) are written. `existing`: the
- * identifiers known before the event, by nodeKey.
+ * The event's links as edges from its anchor (its first lasting identifier: user id, email, phone, client id). An
+ * edge is evidence that two identifiers are one person, so sessions and click ids (one visit each) get none; when the
+ * event merged nothing and its anchor was known, only edges to new identifiers and organisations are written.
+ * `existing`: the identifiers known before the event, by nodeKey.
  */
 export function addEventEdges(
   edges: Map<string, EdgeRow>,

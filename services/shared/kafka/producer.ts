@@ -178,11 +178,9 @@ export function bySize(messages: readonly ProducedMessage[], maxBytes: number): 
 }
 
 /**
- * One transactional.id's producer on @platformatic/kafka (the stage runner keeps one per input partition). init()
- * begins the first transaction, which is InitProducerId with producer id -1: it bumps the id's epoch, fencing any
- * older producer with the same id, and completes (aborts) that producer's open transaction before returning.
- * Offsets are committed in the transaction with TxnOffsetCommit without a group generation (generation -1, no member
- * id), as Kafka's pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
+ * One transactional.id's producer (one per stage input partition). init() bumps the id's epoch, fencing any older
+ * producer with the id and aborting its open transaction. Offsets go in the transaction without a group generation,
+ * as pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
  */
 export class TransactionalProducer {
   private producer: BufferProducer | undefined;
@@ -215,8 +213,7 @@ export class TransactionalProducer {
       timeout: this.opts.transactionTimeoutMs ?? 30_000,
       connectTimeout: 1_000,
       // NOTE: a transaction begun right after a commit meets CONCURRENT_TRANSACTIONS until the broker has written the
-      // previous one's markers (a few ms). Short first retries, doubling, give up after ~2.5 s (then the runner
-      // rejoins the group, as for any failed transaction).
+      // previous one's markers: short retries, doubling, then the runner rejoins as for any failed transaction.
       retries: 10,
       retryDelay: (_client, _op, attempt) => Math.min(10 * 2 ** (attempt - 1), 1_000),
     });

@@ -49,11 +49,7 @@ export interface KafkaRunnerOptions {
   readonly now?: () => number;
   /** Most records in one transaction (default 500). */
   readonly maxBatchRecords?: number;
-  /**
-   * Most bytes fetched of one partition at a time (default 1 MiB, ~350 of the benchmark's envelopes). Larger batches
-   * (2,000 records, 4 MiB) were measured: the same conversions/s, because enrich's cost under the workspace's graph
-   * lock grows with the batch, and a p99 at half load near 2 s instead of 1–1.4 s (bench/README.md).
-   */
+  /** Most bytes fetched of one partition at a time (default 1 MiB; larger batches only raised latency). */
   readonly fetchBytesPerPartition?: number;
   /** Partitions whose batches are processed at the same time (default 3). */
   readonly partitionsConsumedConcurrently?: number;
@@ -383,7 +379,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
           if (outcome.type === 'ok') {
             try {
-              // An input passed on unchanged (dedupe) keeps its bytes when the output topic's schema is the one it was written with.
+              // An input passed on unchanged (dedupe) keeps its bytes when the output's schema is the one it was
+              // written with.
               const bytesOf = (o: OutputRecord): Buffer =>
                 o.value === value && d.record.value !== null && serde.writtenWith(d.record.value, o.topic) ? d.record.value : serde.encode(o.topic, o.value);
               const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: bytesOf(o), headers: this.headers, timestamp: d.record.timestamp } }));
