@@ -1,14 +1,9 @@
 /**
- * The identity graph's queryable tables (migrations 0003, 0004): identity_nodes and identity_edges, written by the
- * graph sink (graph-sink.ts) from the changes enrich's partition-local state emits, and read by the console, erasure,
- * retention and a replay.
- *
- *  - loadGraph + GraphSnapshot: every cluster that an identifier of a batch belongs to, loaded whole, with the batch's
- *    events applied in memory by the rules of one event at a time (cluster-plan.ts). A replay reads the graph this
- *    way and writes nothing; the tests hold the live state (graph-state.ts) against it.
- *  - saveGraph: one upsert of the nodes and one of the edges a snapshot changed (the tests' reference tables).
- * Graph timestamps are the gateway's receive time of the event, not the processing time: a replay or a backlog
- * gives the same answers. Ties in the reads are broken by the values in code-unit order.
+ * The identity graph's queryable tables, identity_nodes and identity_edges: written by the graph sink from the
+ * changes enrich's partition-local state emits; read by the console, erasure, retention and a replay. A replay
+ * loads whole clusters into a GraphSnapshot and applies a batch in memory by the rules of cluster-plan.ts, writing
+ * nothing; the tests hold the live state (graph-state.ts) against it. Graph times are the events' receive times, so
+ * a replay or a backlog gives the same answers; ties are broken by the values in code-unit order.
  */
 import type { Sql } from '../../shared/db/db.js';
 import { graphOwnerKey, type KeyMode } from '../../domain/envelope.js';
