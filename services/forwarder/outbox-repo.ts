@@ -15,7 +15,6 @@ import { recordDeadLetters, type DeadLetterEntry } from '../domain/dead-letter.j
 import { readForwardingSetup, type ForwardingSetup } from '../domain/forwarding-setup.js';
 import { markDeliveriesDead, TIKTOK_DESTINATION_ID } from './delivery-repo.js';
 
-/** A conversion waiting in the outbox. */
 export interface OutboxRow {
   readonly id: number;
   readonly workspaceId: string;
