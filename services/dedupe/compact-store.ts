@@ -1,26 +1,12 @@
 /**
- * A compact in-memory store for dedupe's first-seen markers (DedupeState, seen-marker.ts), for the Kafka runtime,
- * where the store of each partition lives in memory, restored from the compacted changelog. The generic store
- * (stream/store.ts PartitionStore: a Map of key string → decoded object) costs ~330 bytes per key; this
- * one ~80 at 1M keys (49–99 with the table's load; bench/README.md, dedupe-memory): ~4× the keys per process.
+ * A compact in-memory store for dedupe's first-seen markers (DedupeState) on the Kafka runtime, at a fraction of the
+ * generic PartitionStore's memory per key. One open-addressing table per key mode over typed arrays, one slot per
+ * key: a 96-bit fingerprint of the key instead of the string, first_seen as epoch ms, and request_id as 16 bytes when
+ * it is a canonical lower-case UUID (else in a side map), so get() returns exactly the DedupeState that was put.
  *
- * Layout: one open-addressing hash table (linear probing, power-of-two capacity, load ≤ 0.75, backward-shift
- * deletion) per key mode, over typed arrays, one slot per key:
- *   - a 96-bit fingerprint of the key (three independent 32-bit hashes), instead of the key string;
- *   - first_seen, epoch ms (Float64, exact: dedupeVerdict() compares at millisecond precision);
- *   - request_id as its 16 bytes when it is a canonical lower-case UUID (what the gateway generates), else the string
- *     in a small side map. So get() gives back the exact DedupeState that was put: dedupeVerdict() is unchanged, and the
- *     state the runtime writes to the changelog (built from get()'s result for the other key mode) is exact too.
- *
- * Fingerprint collisions: two different keys with the same fingerprint would share a marker, so the second key's
- * first event would be judged a duplicate and dropped. With n keys in a partition's store, a new key collides with
- * probability n / 2^96 per event: 1.3e-23 at 1M keys, 1.3e-21 at 100M. (64 bits would be n / 2^64: 5.4e-14 per event
- * at 1M keys — one lost event per ~58 years at 10,000 events/s — but one per ~7 months at 100M keys per store; the
- * third 32-bit word costs 4 bytes per slot and makes the loss negligible at any size a process can hold.)
- *
- * Eviction: evictExpired(now) removes markers whose first_seen is older than the window (dedupeVerdict() already treats them
- * as absent, so a verdict never changes). It cannot name the keys it evicts (it does not keep them): the changelog is
- * bounded by the topic's retention instead of tombstones (see the API notes for the runtime in bench/README.md).
+ * Two keys with the same fingerprint would share a marker (the second key's first event dropped); 96 bits make that
+ * negligible at any size a process can hold (docs/decisions.md).
+ * evictExpired() cannot name the keys it evicts, so the changelog is bounded by the topic's retention, not tombstones.
  */
 import type { KeyMode } from '../domain/envelope.js';
 import { StoreTransaction } from '../stream/store.js';
@@ -348,11 +334,7 @@ export class CompactDedupeStore implements KeyValueStore<DedupeState> {
     }
   }
 
-  /**
-   * PartitionStore names the expired keys so the runner can tombstone them; this store does not keep keys, so it
-   * names none and evicts in apply() instead. The changelog is then bounded by the topic's retention (see the note at
-   * the top), not by tombstones.
-   */
+  /** None: this store does not keep keys, so it evicts in apply() instead (see the note at the top). */
   expired(_now: number, _limit: number): string[] {
     return [];
   }

@@ -28,7 +28,7 @@ export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeSt
       name: DEDUPE_STORE,
       changelog: Topics.dedupeState,
       retentionMs: deps.windowMs,
-      // ~80 bytes a key instead of ~330 (bench/README.md, dedupe-memory).
+      // A fraction of the generic store's memory per key (bench/README.md, dedupe-memory).
       partitionStore: () => new CompactDedupeStore(deps.windowMs),
     },
     async processBatch(records, ctx) {

@@ -1,10 +1,8 @@
 /**
- * Conversion-level dedup on event_id, before forwarding: the first conversion per (workspace, key mode, event_id)
- * claims the id in the stage's partition-local store, later ones are dropped. This is what catches endpoint B's
- * repeats without an Idempotency-Key (same payload, same derived id). events.deduped is keyed by workspace and key
- * mode, so one partition sees every claim of an id; the claim commits with the conversion it lets through (the
- * store's changelog and the output share one transaction), so a batch processed again finds no claim of its own.
- * Claims age out of the store after the window (CLAIM_PREFIX in the stage's retention by prefix).
+ * Conversion-level dedup on event_id: the first conversion per (workspace, key mode, event_id) claims the id in the
+ * stage's partition-local store, later ones are dropped (endpoint B's repeats without an Idempotency-Key). One
+ * partition sees every claim of an id, and a claim commits with the conversion it lets through, so a batch processed
+ * again finds no claim of its own. Claims age out after the window (CLAIM_PREFIX's retention).
  */
 import type { KeyValueStore } from '../stream/store.js';
 import type { GraphScope } from './identity/graph-repo.js';

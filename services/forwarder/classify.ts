@@ -14,9 +14,8 @@
  * | codes 40102 40104 40105 40107 40108 40114           | token     |
  * | any other code                                      | permanent |
  *
- * NOTE: an answer we cannot read is retried, not dead-lettered: we do not know whether the platform took the
- * batch, and resending with the same event_ids is safe (the platform dedups them), while a dead letter would drop
- * good conversions because of a proxy's error page.
+ * An unreadable answer is retried: the platform may have taken the batch and dedups resent event_ids, while a dead
+ * letter would drop good conversions over a proxy's error page.
  */
 import type { PlatformAnswer } from './platform-client.js';
 

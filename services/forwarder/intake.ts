@@ -1,14 +1,9 @@
 /**
- * The forwarder's intake: a stage of the pipeline (stream/contract.ts) on conversions.ready, consumer group
- * `forwarder`, driven by either runtime like any other stage. Per batch, in the batch's transaction, it files each
- * conversion into the outbox of its connection (outbox-filing.ts, planIntake):
- *  - already in the sent ledger, or already waiting: dropped as a duplicate (a replay never sends twice);
- *  - the workspace disconnected: dropped and counted (disconnecting stops forwarding);
- *  - connected: queued for the sender;
- *  - needs_reauth, or never connected: queued and parked until the workspace connects;
- *  - unreadable: a dead letter on conversions.dlq (the forwarder's dead letters, with the reason).
- * Embedded, the filing commits with the offset; on Kafka it commits just before the offset (a batch filed again
- * finds its conversions queued or sent).
+ * The forwarder's intake: a stage (stream/contract.ts) on conversions.ready, consumer group `forwarder`. Per batch,
+ * in the batch's transaction, it files each conversion into its connection's outbox (outbox-filing.ts): a duplicate
+ * of a sent or waiting one is dropped (a replay never sends twice), a disconnected workspace's is dropped and
+ * counted, a connected one's queued, a never-connected or needs_reauth one's parked, an unreadable one dead-lettered.
+ * On Kafka the filing commits just before the offset, so a batch filed again finds its conversions queued or sent.
  */
 import { Topics } from '../shared/topics.js';
 import { drop, ok, type Outcome, type Stage } from '../stream/contract.js';

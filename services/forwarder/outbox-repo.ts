@@ -15,7 +15,6 @@ import { recordDeadLetters, type DeadLetterEntry } from '../domain/dead-letter.j
 import { readForwardingSetup, type ForwardingSetup } from '../domain/forwarding-setup.js';
 import { markDeliveriesDead, TIKTOK_DESTINATION_ID } from './delivery-repo.js';
 
-/** A conversion waiting in the outbox. */
 export interface OutboxRow {
   readonly id: number;
   readonly workspaceId: string;
@@ -256,8 +255,8 @@ export function conversionLetter(
 
 /**
  * Letters of conversions given up, on conversions.dlq and in dead_letters, in the caller's transaction. A letter's
- * origin names its destination (the first TikTok one's is the ledger id alone, as it always was), so the same event
- * given up by two destinations makes two letters.
+ * origin names its destination (the first TikTok one's is the ledger id alone), so the same event given up by two
+ * destinations makes two letters.
  */
 export async function writeConversionLetters(
   tx: Sql,

@@ -2,20 +2,13 @@
  * What a stage is, independent of the runtime that drives it: the batch-first processor contract.
  *
  * A stage takes a BATCH of input records from one partition, with its state, and returns ONE outcome per record, in
- * order (`ok` with outputs, `drop` with a reason, `dlq` with the error). It knows nothing of Kafka or of the embedded
- * log. A stage that touches the database does it set-based for the whole batch (arrays in, one statement per step),
- * never one round trip per record; `perRecord()` adapts a stage whose records need no database work at all.
+ * order (`ok` with outputs, `drop` with a reason, `dlq` with the error). Database work is set-based for the whole
+ * batch, never a round trip per record; `perRecord()` adapts a stage that needs no database.
+ * The runtimes own reading, the state store, the atomic commit and the error policy (error-policy.ts).
  *
- * The runtimes (stream/embedded, stream/kafka) own reading, the state store, the atomic commit of outputs + state +
- * input position, and the error policy (stream/error-policy.ts): a batch that throws is bisected down to the poison
- * record, which is dead-lettered after its attempts; an outage (the database down) is never taken for a poison
- * record: the batch waits and is retried.
- *
- * `ctx.sql` means the same on both runtimes: ONE database transaction for the batch (each attempt of the error
- * policy in a savepoint of it). It commits no later than the batch's input position: in the same transaction
- * (embedded), or just before the Kafka transaction that carries the outputs and the offset (Kafka). A crash between
- * the two on Kafka processes the batch again, so a stage's database writes must be idempotent (upserts keyed by what
- * they describe), and a stage must give the same outputs when it meets its own earlier writes.
+ * `ctx.sql` is ONE database transaction for the batch on both runtimes, committed no later than the input position.
+ * On Kafka a crash between that commit and the Kafka transaction processes the batch again, so a stage's writes must
+ * be idempotent and its outputs the same when it meets its own earlier writes.
  */
 import type { Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';

@@ -1,17 +1,10 @@
 /**
- * The one error policy of both runtimes: what happens when a stage's batch throws.
- *
- *  1. Each attempt runs in a savepoint of the batch's database transaction (set at its first statement), on a fork
- *     of the batch's store transaction: a failed attempt leaves nothing behind, a successful one is kept.
- *  2. A batch that throws is first checked for an outage: the transaction is asked `SELECT 1`. When that fails (or
- *     the savepoint cannot be rolled back), the database is the problem, not a record: OutageError, and the runtime
- *     retries the whole batch later from the same position. Nothing is dead-lettered during an outage.
- *  3. Otherwise the batch is bisected: each half is attempted on its own (the first half's results stay when the
- *     second fails), down to single records.
- *  4. A single record that fails MAX_ATTEMPTS times is poison: it is dead-lettered (`processing_failed`) with the
- *     last error, and the partition moves on.
- * So one poison record costs about 2·log2(batch) extra attempts, and every other record of its batch is processed
- * exactly as it would have been without it.
+ * The one error policy of both runtimes, for a stage's batch that throws. Each attempt runs in a savepoint of the
+ * batch's database transaction on a fork of its store transaction, so a failed attempt leaves nothing behind.
+ * A throw is first probed for an outage (`SELECT 1`): if the database is the problem, OutageError, and the runtime
+ * retries the whole batch later; nothing is dead-lettered during an outage. Otherwise the batch is bisected down to
+ * single records, and one that fails MAX_ATTEMPTS times is dead-lettered (`processing_failed`); the rest of its batch
+ * is processed exactly as without it.
  */
 import type { Sql } from '../shared/db/db.js';
 import { dlq, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';

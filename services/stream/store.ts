@@ -1,15 +1,11 @@
 /**
- * In-memory state stores. Runtime-neutral: a store for ONE input partition (PartitionStateStore; the Kafka runtime
- * keeps one per partition it owns) and the batch transaction over any store (StoreTransaction; both runtimes).
+ * In-memory state stores, runtime-neutral: a store for ONE input partition (PartitionStore; the Kafka runtime keeps
+ * one per partition it owns) and the batch transaction over any store (StoreTransaction; both runtimes).
  *
- * PartitionStore is an in-memory map, restored from the
- * partition of its compacted changelog (co-partitioned with the input) when the partition is assigned, and changed
- * only through a StoreTransaction whose writes reach the map after the Kafka transaction that carried them (as
- * changelog records) committed. So the map is always the changelog's committed state.
- *
- * Bounded: with a retention, entries not written for that long are evicted, and the runtime writes a tombstone for
- * each (also for those already expired when the changelog was restored), so the changelog shrinks by compaction too. Entries are kept in write order (a write moves its key to the
- * end), so finding the expired ones looks only at the oldest.
+ * A partition's map is restored from its compacted changelog and changed only by a StoreTransaction applied after
+ * the Kafka transaction carrying its changelog records committed, so the map is always the committed state.
+ * With a retention, entries unwritten that long are evicted and tombstoned; entries are kept in write order, so
+ * finding the expired ones looks only at the oldest.
  */
 
 /**

@@ -1,16 +1,10 @@
 /**
  * The redaction list of erasures (docs/privacy.md, "Erasure"): every identifier an erasure removed, kept only as
- * HMAC-SHA256 with the workspace's secret salt (privacy_salts), with the time of the erasure request. An envelope
- * received up to that time that carries one of them belongs to an erased person: the replay job and the export route
- * skip it (the Kafka raw topic cannot be rewritten), and enrich drops it (an event in flight at the erasure never
- * re-links what was erased). An event received after the erasure that brings the identifiers again is new data.
- *
- * Two ways to ask, one rule:
- *  - `ErasureFilter.load(sql, workspaceId)` then `filter.matches(envelope)`: for a job that reads many envelopes of
- *    one workspace (replay, export); loads the workspace's list once.
- *  - `erasedEnvelopes(sql, envelopes)`: set-based, one or two statements for a batch of any workspaces (enrich);
- *    `erasedConversions(sql, conversions)` the same for built conversions (the forwarder's intake), by the hashed
- *    emails, phones, user ids and the click id their records carry.
+ * HMAC-SHA256 with the workspace's secret salt, with the time of the erasure request. An envelope received up to that
+ * time that carries one of them belongs to an erased person: replay and export skip it (the Kafka raw topic cannot be
+ * rewritten) and enrich drops it, so an event in flight at the erasure never re-links what was erased; one received
+ * after the erasure is new data. `ErasureFilter.load` suits a job reading many envelopes of one workspace;
+ * `erasedEnvelopes` and `erasedConversions` are set-based, for a batch of any workspaces.
  */
 import { createHmac, randomBytes } from 'node:crypto';
 import type { ConversionReady, PlatformEventRecord } from '../../domain/conversion.js';

@@ -1,14 +1,9 @@
 /**
- * The identity graph's queryable tables (migrations 0003, 0004): identity_nodes and identity_edges, written by the
- * graph sink (graph-sink.ts) from the changes enrich's partition-local state emits, and read by the console, erasure,
- * retention and a replay.
- *
- *  - loadGraph + GraphSnapshot: every cluster that an identifier of a batch belongs to, loaded whole, with the batch's
- *    events applied in memory by the rules of one event at a time (cluster-plan.ts). A replay reads the graph this
- *    way and writes nothing; the tests hold the live state (graph-state.ts) against it.
- *  - saveGraph: one upsert of the nodes and one of the edges a snapshot changed (the tests' reference tables).
- * Graph timestamps are the gateway's receive time of the event, not the processing time: a replay or a backlog
- * gives the same answers. Ties in the reads are broken by the values in code-unit order.
+ * The identity graph's queryable tables, identity_nodes and identity_edges: written by the graph sink from the
+ * changes enrich's partition-local state emits; read by the console, erasure, retention and a replay. A replay
+ * loads whole clusters into a GraphSnapshot and applies a batch in memory by the rules of cluster-plan.ts, writing
+ * nothing; the tests hold the live state (graph-state.ts) against it. Graph times are the events' receive times, so
+ * a replay or a backlog gives the same answers; ties are broken by the values in code-unit order.
  */
 import type { Sql } from '../../shared/db/db.js';
 import { graphOwnerKey, type KeyMode } from '../../domain/envelope.js';
@@ -90,12 +85,10 @@ export interface ClusterReader {
  * later): a star from the event's best identifier to each node it was linked with; refused links get no edge.
  */
 /**
- * The event's links as edges from its anchor (its first lasting identifier: user id, email, phone, client id). An edge
- * is evidence that its two identifiers are one person, so it is written for a person's lasting identifiers and
- * organisations only: a session or click id belongs to one visit and keeps its cluster on its own node. When the
- * event merged nothing and its anchor was known, an identifier already in the anchor's cluster adds no evidence: only
- * edges to new identifiers (and to organisations, which never join a cluster) are written. `existing`: the
- * identifiers known before the event, by nodeKey.
+ * The event's links as edges from its anchor (its first lasting identifier: user id, email, phone, client id). An
+ * edge is evidence that two identifiers are one person, so sessions and click ids (one visit each) get none; when the
+ * event merged nothing and its anchor was known, only edges to new identifiers and organisations are written.
+ * `existing`: the identifiers known before the event, by nodeKey.
  */
 export function addEventEdges(
   edges: Map<string, EdgeRow>,

@@ -1,18 +1,12 @@
 /**
- * The identity graph as enrich's partition-local state: the runtime's keyed store (in memory, restored from the
- * compacted changelog, on Kafka; a table embedded). events.deduped is keyed by the graph (workspace and key mode), so
- * one partition owns a graph: a single writer, no lock.
+ * The identity graph as enrich's partition-local state in the runtime's keyed store. events.deduped is keyed by the
+ * graph (workspace and key mode), so one partition owns a graph: a single writer, no lock.
  *
- * An event reads and writes only what it touches, whatever the person's history:
- *  - an entry per identifier (`NodeState`): its cluster, when it was seen, its page data;
- *  - an entry per cluster (`ClusterState`): a summary of exactly what the reads need (its stable identifiers, which
- *    the size cap bounds; its newest click ids; its best page data; its consent withdrawals). A merge folds the
- *    smaller summary into the larger and leaves a forward (`into`) behind: member entries are never relabelled.
- * Sessions and click ids are ephemeral: their entries age out of the store (EPHEMERAL_RETENTION) and are in no list
- * that grows. The queryable tables (identity_nodes, identity_edges) are written off the hot path by the graph sink
- * (graph-sink.ts) from the changes each batch emits (`GraphChanges`).
- * The rules of one event are those of cluster-plan.ts; the reads answer exactly what GraphSnapshot (graph-repo.ts)
- * answers over whole clusters (graph-state.test.ts holds the two side by side).
+ * An event reads and writes only what it touches: an entry per identifier (`NodeState`) and one per cluster
+ * (`ClusterState`, a summary of exactly what the reads need). A merge folds the smaller summary into the larger and
+ * leaves a forward (`into`), so member entries are never relabelled. Session and click-id entries age out
+ * (EPHEMERAL_RETENTION). The queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
+ * The reads must answer what GraphSnapshot (graph-repo.ts) answers over whole clusters (graph-state.test.ts).
  */
 import type { KeyValueStore } from '../../stream/store.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';

@@ -1,6 +1,6 @@
 /**
- * The sender's event time (API-Version 2026-12-01, issue 12) becomes the platform record's event_time and
- * conversion_date_time; without it, the receive time as before.
+ * The sender's event time (API-Version 2026-12-01) becomes the platform record's event_time and
+ * conversion_date_time; without it, the receive time.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ConversionReady } from '../../domain/conversion.js';

@@ -1,12 +1,8 @@
 /**
- * Step 2, for every event: add what its consent allows to the identity graph, and, for the events that become
- * conversions, read what their cluster knows (click id, hashed identifiers, session data) right after their own
- * link, exactly as one event at a time would.
- *
- * Live, the graph is the stage's partition-local state (identity/graph-state.ts): a few reads of the store for the
- * whole batch, the batch's events applied in memory, its entries written back and its changes emitted for the
- * queryable tables. A replay reads the graph as the queryable tables hold it and changes nothing
- * (identity/graph-repo.ts): the live stage owns the state.
+ * Step 3, for every event: add what its consent allows to the identity graph, and, for conversions, read what their
+ * cluster knows right after their own link, exactly as one event at a time would. Live, the graph is the stage's
+ * partition-local state (identity/graph-state.ts); a replay reads the queryable tables (identity/graph-repo.ts) and
+ * changes nothing, since the live stage owns the state.
  */
 import type { Sql } from '../../shared/db/db.js';
 import { Topics } from '../../shared/topics.js';

@@ -1,10 +1,8 @@
 /**
- * Connecting a destination in the browser (Meta's login dialog, Google's consent page, TikTok's authorize page for a
- * second TikTok destination), with the same guarantees as
- * the workspace's TikTok connection (../oauth-flow.ts): a one-time `state` stored only as its hash, bound to the
- * browser that opened the service's start link (a cookie's random value, hashed), valid 10 minutes, claimed once;
- * the code is exchanged and checked (connectMeta, connectTiktok) before anything is stored. TikTok's flow also
- * carries a PKCE verifier, sealed like the workspace flow's.
+ * Connecting a destination in the browser (Meta's dialog, Google's consent page, TikTok's authorize page for a second
+ * TikTok destination), with the workspace flow's guarantees (../oauth-flow.ts): a one-time `state` stored only as its
+ * hash, bound to the browser that opened the start link, valid 10 minutes, claimed once; the code is exchanged and
+ * checked before anything is stored. TikTok's flow also carries a sealed PKCE verifier.
  */
 import { randomBytes } from 'node:crypto';
 import type { Db } from '../../shared/db/db.js';

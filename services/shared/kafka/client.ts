@@ -19,7 +19,7 @@ export interface KafkaSettings {
 
 /** kafkajs log lines that are expected and handled by this module (see the NOTE at each use). */
 const EXPECTED_WARNINGS = [
-  // The gateway's idempotent producer bounds its retries on purpose and is rebuilt after a failure (kafka-log.ts).
+  // The gateway's idempotent producer bounds its retries on purpose and is rebuilt after a failure (stream/kafka/log.ts).
   'Limiting retries for the idempotent producer may invalidate EoS guarantees',
 ];
 

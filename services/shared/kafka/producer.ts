@@ -1,17 +1,11 @@
 /**
- * Producers, in the service's terms, both on @platformatic/kafka:
- *  - IdempotentProducer: acks=all, idempotent; the gateway's (stream/kafka/log.ts), the dead-letter relay's and the
- *    redrive's. Its sends are bounded (a few short retries, then an error), and it is rebuilt after any failed send,
- *    so a producer whose sequence numbers may disagree with the broker's never sends other records. The partitioner
- *    is the Java client's (murmur2 of the key), as kafkajs' DefaultPartitioner: a key lands on the same partition
- *    whichever client wrote it, which keeps dedupe's state co-partitioned with its input.
- *  - TransactionalProducer: one per stage input partition (transactional.id `<group>-<topic>-<partition>`). init()
- *    is InitProducerId, which fences an older producer with the same id (a zombie, or the process killed -9 before
- *    a rebalance) and completes its open transaction (abort) before returning. One transaction at a time per
- *    producer, so the owner of a partition runs its batches one after the other. After any failure the producer is
- *    discarded (same sequence-number hazard).
- * Why this client: bench/results/kafka-client.json (the same records, acks=all: ~2.3× kafkajs' rate on this machine,
- * a third of its CPU) and docs/decisions.md. kafkajs keeps the group consumers (consumer.ts).
+ * Producers, in the service's terms, on @platformatic/kafka (why this client: docs/decisions.md):
+ *  - IdempotentProducer: acks=all; the gateway's, the dead-letter relay's and the redrive's. Sends are bounded, and
+ *    the producer is rebuilt after any failed send, so one whose sequence numbers may disagree with the broker's
+ *    never sends again. Keys are partitioned by murmur2 as the Java client does, so a key lands on the same
+ *    partition whichever client wrote it (dedupe's state stays co-partitioned with its input).
+ *  - TransactionalProducer: one per stage input partition. init() fences an older producer with the same id and
+ *    aborts its open transaction; one transaction at a time; discarded after any failure.
  */
 import {
   Admin,
@@ -184,11 +178,9 @@ export function bySize(messages: readonly ProducedMessage[], maxBytes: number): 
 }
 
 /**
- * One transactional.id's producer on @platformatic/kafka (the stage runner keeps one per input partition). init()
- * begins the first transaction, which is InitProducerId with producer id -1: it bumps the id's epoch, fencing any
- * older producer with the same id, and completes (aborts) that producer's open transaction before returning.
- * Offsets are committed in the transaction with TxnOffsetCommit without a group generation (generation -1, no member
- * id), as Kafka's pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
+ * One transactional.id's producer (one per stage input partition). init() bumps the id's epoch, fencing any older
+ * producer with the id and aborting its open transaction. Offsets go in the transaction without a group generation,
+ * as pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
  */
 export class TransactionalProducer {
   private producer: BufferProducer | undefined;
@@ -221,8 +213,7 @@ export class TransactionalProducer {
       timeout: this.opts.transactionTimeoutMs ?? 30_000,
       connectTimeout: 1_000,
       // NOTE: a transaction begun right after a commit meets CONCURRENT_TRANSACTIONS until the broker has written the
-      // previous one's markers (a few ms). Short first retries, doubling, give up after ~2.5 s (then the runner
-      // rejoins the group, as for any failed transaction).
+      // previous one's markers: short retries, doubling, then the runner rejoins as for any failed transaction.
       retries: 10,
       retryDelay: (_client, _op, attempt) => Math.min(10 * 2 ** (attempt - 1), 1_000),
     });

@@ -185,7 +185,6 @@ export class AvroSerde {
     return c;
   }
 
-  /** The registered schema id of a topic's value. */
   schemaId(topic: TopicName): number {
     return this.codec(topic).id;
   }

@@ -1,5 +1,5 @@
 /**
- * The embedded log's deadline (issue 14): an append is committed only when its commit, at the measured pace, ends
+ * The embedded log's deadline: an append is committed only when its commit, at the measured pace, ends
  * inside its deadline; otherwise it is refused unwritten (503), never answered late.
  */
 import { afterAll, describe, expect, it } from 'vitest';

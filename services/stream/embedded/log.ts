@@ -48,10 +48,8 @@ export async function appendInTransaction(
   for (const topic of topics) {
     const records = batches.get(topic)!;
     await tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]);
-    // NOTE (performance): the records go as ONE JSON text of [key, value] pairs. Two array parameters (text[] and
-    // jsonb[]) cost 2-3× more per record: PGlite's client escapes every element into an array literal in JS and the
-    // server parses it back, before jsonb parses each value (bench/README.md, gateway-embedded). ORDINALITY keeps the
-    // offsets in the order of `records`.
+    // NOTE: ONE JSON text of [key, value] pairs, not two array parameters, which PGlite escapes element by element
+    // and parses back. ORDINALITY keeps the offsets in the order of `records`.
     await tx.query(
       'INSERT INTO log_records (topic, key, value) SELECT $1, e->>0, e->1 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(e, i) ORDER BY i',
       [topic, JSON.stringify(records.map((r) => [r.key, r.value]))],
@@ -68,7 +66,7 @@ export class EmbeddedLog implements EventLogProducer {
   readonly appended = new EventEmitter();
   private queue: PendingAppend[] = [];
   private flushing = false;
-  /** The measured cost of committing one record (learnPace); starts at the gateway benchmark's figure. */
+  /** The measured cost of committing one record (learnPace); starts at a typical machine's. */
   private msPerRecord = 0.06;
   private closed = false;
 
@@ -101,10 +99,8 @@ export class EmbeddedLog implements EventLogProducer {
       while (this.queue.length > 0) {
         const group = this.takeGroup();
         try {
-          // The deadline is checked once the transaction holds the store: an append that waited past its
-          // deadline (its request was answered 503) is dropped unwritten; so is one whose commit, at the measured
-          // pace, would end past its deadline (its request would be answered late). Appends that fit alone but
-          // not with the group go back to the queue for the next transaction.
+          // Deadlines are checked once the transaction holds the store: an append whose commit cannot end in time is
+          // dropped unwritten (its request is answered 503); one that fits alone but not with the group waits.
           const { written, deferred, started, records } = await this.db.transaction(
             async (tx) => {
               const started = performance.now();

@@ -1,8 +1,8 @@
 /**
  * The consumer loop over the embedded log, for whatever consumes a topic batch by batch (the stage runner, the
  * forwarder's intake): step until the input is drained, then wait for an append (or `idleWaitMs`); back off on
- * errors (100 ms doubling to 5 s); yield to the event loop between batches, and more while the gateway of the same
- * process sheds requests (shared/pressure.ts).
+ * errors; yield to the event loop between batches, and more while the gateway of the same process sheds requests
+ * (shared/ingest-pressure.ts).
  */
 import type { TopicName } from '../../shared/topics.js';
 import { underIngestPressure } from '../../shared/ingest-pressure.js';
@@ -59,8 +59,8 @@ export class EmbeddedConsumerLoop {
         const n = await this.opts.step();
         backoff = 100;
         if (n === 0) await this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal);
-        // While the gateway of this process sheds requests, the batch's time again times three before the next
-        // (the stages keep a quarter of the time: they slow down, never stop).
+        // While the gateway of this process sheds requests, pause three times the batch's time: the stages slow
+        // down, never stop.
         else if (underIngestPressure(PRESSURE_WINDOW_MS)) await sleep(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)), this.abort.signal);
         // Otherwise yield once per batch: requests get parsed and their appends queue before the next transaction.
         else await new Promise((r) => setImmediate(r));

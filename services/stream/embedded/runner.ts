@@ -1,12 +1,9 @@
 /**
- * The embedded runtime's driver for one stage: read a batch after the stage's committed offset, run the stage on it
- * under the error policy (error-policy.ts), then write outputs, dead letters, state changes and the new offset in
- * ONE transaction. A crash at any instant either commits all of a batch or none of it, so nothing is lost and
- * nothing is processed twice. The transaction starts with a lock on the stage, so several processes on one Postgres
- * never run the same stage at once.
- *
- * The embedded store (PGlite) serialises transactions, and the gateway's appends wait behind a stage's batch: the
- * batch size adapts so that one batch takes about `maxBatchMs`, which keeps the gateway inside its 1.5 s deadline.
+ * The embedded runtime's driver for one stage: read a batch after the stage's committed offset, run it under the
+ * error policy, then write outputs, dead letters, state changes and the new offset in ONE transaction, which starts
+ * with a lock on the stage so two processes on one Postgres never run it at once.
+ * PGlite serialises transactions and the gateway's appends wait behind a batch, so the batch size adapts to take
+ * about `maxBatchMs`, which keeps the gateway inside its deadline.
  */
 import type { Db, Sql } from '../../shared/db/db.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';

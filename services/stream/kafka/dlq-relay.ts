@@ -1,10 +1,8 @@
 /**
- * The forwarder dead-letters inside its database transactions (outbox-repo.ts, intake): the letter is appended to
- * the database's conversions.dlq log (log_records) atomically with taking the conversion out of the outbox. On the
- * Kafka runtime this relay publishes those rows to the Kafka topic conversions.dlq (Avro, key workspace:event_id)
- * — the transactional-outbox pattern. Its position is a row of consumer_offsets (group `kafka-dlq-relay`), saved
- * after the broker acknowledged; a crash in between publishes some letters twice (at least once: a dead-letter
- * reader keys on workspace:event_id). A transaction-scoped advisory lock lets one replica relay at a time.
+ * The transactional outbox for the forwarder's dead letters on Kafka: they are appended to the database's
+ * conversions.dlq log atomically with leaving the outbox, and this relay publishes them to the Kafka topic. Its
+ * position (consumer_offsets, group `kafka-dlq-relay`) is saved after the broker acknowledged, so a crash in between
+ * publishes some letters twice: readers key on workspace:event_id. An advisory lock lets one replica relay at a time.
  */
 import type { Db } from '../../shared/db/db.js';
 import { toNumber } from '../../shared/db/db.js';

@@ -1,17 +1,11 @@
 /**
  * The gateway's log on Kafka: events.raw through an idempotent producer with acks=all. append() resolves once the
- * broker acknowledged every record of the request, so a 202 means durable.
+ * broker acknowledged every record of the request, so a 202 means durable. Appends arriving while a send is in
+ * flight go together in the next one, so durability costs one round trip per group, not per request.
  *
- * Appends of concurrent requests are batched: while one send is in flight, new appends queue and go together in
- * the next one (plus a linger of ~1 ms when idle), so durability costs one round trip per group, not per request.
- * The producer is @platformatic/kafka's (shared/kafka/producer.ts IdempotentProducer): the hot path leaves kafkajs.
- *
- * Deadline: an append that has not been sent when its deadline passes is dropped unsent and rejected with
- * NotDurableError (503). One whose send is already in flight is also rejected at its deadline, but that send may
- * still be acknowledged later (the broker was slow, not down). NOTE: such an event can reach events.raw although the
- * sender got a 503; the sender retries with the same idempotency key and dedupe keeps the first, so the retry is
- * absorbed. (Endpoint B without Idempotency-Key has no key to dedupe on: enrich's event_id claim absorbs a second
- * copy of a conversion.) Sends are bounded by a few retries so an outage fails them instead of piling them up.
+ * At its deadline an append is rejected with NotDurableError (503); if its send was already in flight the record
+ * may still be written, and the sender's retry is absorbed by dedupe (or enrich's event_id claim without a key).
+ * Sends are bounded by a few retries so an outage fails them instead of piling them up.
  */
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';

@@ -1,12 +1,8 @@
 /**
- * The Kafka runtime's RangeReader (stream/range.ts). Bounds come from the broker's offsets for a time
- * (ListOffsets by timestamp). A stage's outputs carry their input's timestamp (runner.ts), so a record of
- * events.deduped has the time its event was appended to events.raw, just after it was received; the bounds take a
- * minute more on each side and the caller filters on the receive time.
- *
- * Reading is shared/kafka/reader.ts's streamTopicRange: a throw-away consumer group of its own, positioned at the
- * saved cursor and deleted afterwards, so the live groups' offsets never move; it fetches only as fast as the chunks
- * are taken. The cursor a chunk reports is saved by the caller with what the chunk produced.
+ * The Kafka runtime's RangeReader (stream/range.ts). Bounds come from the broker's offsets for a time; a stage's
+ * outputs carry their input's timestamp, which is just after the event was received, so the bounds take a minute more
+ * on each side and the caller filters on the receive time. Reading goes through a throw-away consumer group
+ * (shared/kafka/reader.ts), so the live groups' offsets never move.
  */
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';

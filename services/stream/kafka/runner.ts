@@ -1,23 +1,17 @@
 /**
- * The Kafka runtime's driver for one processor (the same contract as embedded-runner.ts): a member of consumer
+ * The Kafka runtime's driver for one processor (the same contract as the embedded runner): a member of consumer
  * group `<prefix><processor.name>` on the processor's input, read_committed.
  *
  * Exactly once, per input partition p:
- *  - p has its own transactional producer, transactional.id `<group>-<input>-<p>`. Each batch is ONE transaction:
- *    the outputs, the dead letters, the state changes (changelog records on partition p of the changelog) and the
- *    group's offset (sendOffsets) commit together or not at all.
- *  - When p is assigned, before any record of p is processed: InitProducerId with that id fences the previous owner
- *    (a zombie, or a process killed -9) and completes its open transaction; then the store of p is restored from the
- *    changelog partition p up to its end (measured after the fencing, so it holds every committed write); then the
- *    group's committed offset of p is read again (a zombie may have committed after kafkajs fetched it) and the
- *    consumer seeks to it. Only then is p resumed.
- *  - A failed transaction is aborted and the member leaves and rejoins the group: every partition is prepared again
- *    from the committed state (no partial in-memory state survives a failure).
- *  - A rebalance waits for the batches in flight (kafkajs rejoins after them); on a new generation every partition
- *    is prepared again, so a partition that moved and came back is never processed with stale state.
- * Records a processor cannot handle (it throws MAX_ATTEMPTS times, or its output does not fit the topic's schema,
- * or the input cannot be decoded) are dead-lettered on events.dlq in the same transaction, and the partition moves
- * on; an outage (database, registry, broker) is never taken for a poison record: the batch is retried.
+ *  - Each batch is ONE transaction of p's own transactional producer (`<group>-<input>-<p>`): outputs, dead letters,
+ *    changelog records on partition p and the group's offset commit together or not at all.
+ *  - Before any record of p is processed: the producer's init fences the previous owner, the store of p is restored
+ *    from the changelog up to its end measured after the fencing, and the committed offset is read again (a zombie
+ *    may have committed after the consumer fetched it). Only then is p resumed.
+ *  - A failed transaction is aborted and the member rejoins: every partition is prepared again from committed state,
+ *    as it is on every new generation, so no partial or stale in-memory state is ever processed.
+ * Poison records (a processor throwing MAX_ATTEMPTS times, output not fitting the schema, undecodable input) are
+ * dead-lettered in the same transaction; an outage (database, registry, broker) is retried, never dead-lettered.
  */
 import type { Db } from '../../shared/db/db.js';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
@@ -55,11 +49,7 @@ export interface KafkaRunnerOptions {
   readonly now?: () => number;
   /** Most records in one transaction (default 500). */
   readonly maxBatchRecords?: number;
-  /**
-   * Most bytes fetched of one partition at a time (default 1 MiB, ~350 of the benchmark's envelopes). Larger batches
-   * (2,000 records, 4 MiB) were measured: the same conversions/s, because enrich's cost under the workspace's graph
-   * lock grows with the batch, and a p99 at half load near 2 s instead of 1–1.4 s (bench/README.md).
-   */
+  /** Most bytes fetched of one partition at a time (default 1 MiB; larger batches only raised latency). */
   readonly fetchBytesPerPartition?: number;
   /** Partitions whose batches are processed at the same time (default 3). */
   readonly partitionsConsumedConcurrently?: number;
@@ -389,7 +379,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
           if (outcome.type === 'ok') {
             try {
-              // An input passed on unchanged (dedupe) keeps its bytes when the output topic's schema is the one it was written with.
+              // An input passed on unchanged (dedupe) keeps its bytes when the output's schema is the one it was
+              // written with.
               const bytesOf = (o: OutputRecord): Buffer =>
                 o.value === value && d.record.value !== null && serde.writtenWith(d.record.value, o.topic) ? d.record.value : serde.encode(o.topic, o.value);
               const encoded = outcome.outputs.map((o) => ({ topic: o.topic, record: { key: o.key, value: bytesOf(o), headers: this.headers, timestamp: d.record.timestamp } }));
