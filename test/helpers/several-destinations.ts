@@ -1,11 +1,12 @@
 /**
  * Several destinations per workspace, end to end over real HTTP, as scenarios run on each runtime (the embedded
  * default: test/e2e/several-destinations.test.ts; Kafka: test/integration/kafka-destinations.test.ts): the whole
- * service with the TikTok sandbox and the Meta stand-in.
+ * service with the TikTok sandbox and the Meta and Google stand-ins.
  *  - the workspace's first TikTok destination (`/forwarding` + `/connection`), a second one for another advertiser
- *    connected through the destination flow, and a Meta pixel: one purchase reaches all three, each exactly once;
- *    the second advertiser's pixel failing delays neither of the others, and it catches up without duplicates; a
- *    refused event is dead-lettered for that destination alone and redriven to it once;
+ *    connected through the destination flow, a Meta pixel and a Google Ads account: one purchase reaches all four,
+ *    each exactly once; the second advertiser's pixel failing, or Google failing, delays none of the others, and it
+ *    catches up without duplicates; a refused event is dead-lettered for that destination alone and redriven to it
+ *    once;
  *  - a workspace with no forwarding setup and only a Meta destination still gets its conversions (live and test),
  *    and an event only a Meta destination selects reaches it without going to TikTok.
  */
@@ -14,6 +15,7 @@ import type { RunningService } from '../../services/compose/service.js';
 import type { AdminClient } from './admin-client.js';
 import { startWithStandIns, type WithStandIns } from './destination-stand-ins.js';
 import { webEvent } from './factories.js';
+import type { RunningGoogleSandbox } from '../sandbox/google/app.js';
 import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
 import type { RunningSandbox } from '../sandbox/server.js';
 import { connectThroughAdmin } from './service-with-sandbox.js';
@@ -30,6 +32,7 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
   let stand: WithStandIns;
   let tiktok: RunningSandbox;
   let meta: RunningMetaSandbox;
+  let google: RunningGoogleSandbox;
   let service: RunningService;
   let admin: AdminClient;
   const within = opts.timeoutMs ?? 20_000;
@@ -38,7 +41,7 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
 
   beforeAll(async () => {
     stand = await startWithStandIns({ name: opts.name, pixels: [META_PIXEL], env: await opts.env?.() });
-    ({ tiktok, meta, service, admin } = stand);
+    ({ tiktok, meta, google, service, admin } = stand);
   }, 120_000);
   afterAll(() => stand?.close());
 
@@ -61,6 +64,10 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
     async metaReceived(id: string): Promise<Array<{ test_event_code?: string; event: Record<string, any> }>> {
       const r = (await (await fetch(`${meta.controlUrl}/received`)).json()) as { events: Array<{ test_event_code?: string; event: { event_id: string } }> };
       return r.events.filter((e) => e.event.event_id === id || e.event.event_id === `test:${id}`);
+    },
+    async googleReceived(id: string): Promise<Array<Record<string, any>>> {
+      const r = (await (await fetch(`${google.controlUrl}/received`)).json()) as { events: Array<{ event: Record<string, any> }> };
+      return r.events.map((e) => e.event).filter((e) => e.transactionId === id);
     },
     /** Every outbox has answered for this event: only then is "it arrived once" a finding. */
     async settled(workspace: string, id: string): Promise<void> {
@@ -85,10 +92,11 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
     },
   };
 
-  describe('a workspace with two TikTok destinations (two advertisers) and a Meta one', () => {
+  describe('a workspace with two TikTok destinations (two advertisers), a Meta one and a Google one', () => {
     let ws: string;
     let key: string;
     let second: string;
+    let googleId: string;
     beforeAll(async () => {
       ws = (await admin.createWorkspace('two-tiktoks')).id;
       key = (await admin.createKey(ws, 'live')).key;
@@ -108,14 +116,27 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
       await sandboxControl(tiktok, '/settings', { advertiser_ids: [SECOND_ADVERTISER], timezone: 'Asia/Tokyo' });
       await connectThroughAdmin(admin, `/admin/v1/workspaces/${ws}/destinations/${second}/connection`);
       await f.createMeta(ws);
+      const g = await admin.call('POST', `/admin/v1/workspaces/${ws}/destinations`, {
+        kind: 'google',
+        name: 'Google Ads',
+        setup: { customer_id: '1234567890', conversion_action_id: '42', pii_mode: 'hashed', events: [{ name: 'purchase', platform_event: 'purchase' }] },
+      });
+      expect(g.status, JSON.stringify(g.body)).toBe(201);
+      googleId = g.body.id;
+      await connectThroughAdmin(admin, `/admin/v1/workspaces/${ws}/destinations/${googleId}/connection`);
 
       const list = await admin.call('GET', `/admin/v1/workspaces/${ws}/destinations`);
-      expect(list.body.items.map((d: { kind: string; status: string; account_id: string }) => `${d.kind}:${d.status}`)).toEqual(['tiktok:connected', 'tiktok:connected', 'meta:connected']);
+      expect(list.body.items.map((d: { kind: string; status: string; account_id: string }) => `${d.kind}:${d.status}`)).toEqual([
+        'tiktok:connected',
+        'tiktok:connected',
+        'meta:connected',
+        'google:connected',
+      ]);
       const c = await admin.call('GET', `/admin/v1/workspaces/${ws}/destinations/${second}/connection`);
       expect(c.body).toMatchObject({ status: 'connected', account_id: SECOND_ADVERTISER, time_zone: 'Asia/Tokyo' });
     });
 
-    it('one purchase reaches both advertisers and Meta, each exactly once and in its own setup', async () => {
+    it('one purchase reaches both advertisers, Meta and Google, each exactly once and in its own setup', async () => {
       const id = await f.send(key);
       const [first, other] = await eventually('both TikTok advertisers have it', async () => {
         const got = await f.tiktokReceived(id);
@@ -124,10 +145,12 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
         return a.length > 0 && b.length > 0 && [a, b];
       });
       await eventually('Meta has it', async () => (await f.metaReceived(id)).length > 0);
+      await eventually('Google has it', async () => (await f.googleReceived(id)).length > 0);
       await f.settled(ws, id);
       expect(first).toHaveLength(1);
       expect(other).toHaveLength(1);
       expect(await f.metaReceived(id)).toHaveLength(1);
+      expect(await f.googleReceived(id)).toHaveLength(1);
       expect(first[0]).toMatchObject({ event_source_id: 'PIXEL123', record: { event: 'CompletePayment', user: { email: expect.any(Array) } } });
       // The second destination's own event name, pixel, pii_mode (none: no e-mail) and advertiser time zone.
       expect(other[0]).toMatchObject({ event_source: 'WEB', event_source_id: SECOND_PIXEL, record: { event: 'Purchase' } });
@@ -135,11 +158,40 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
       expect(other[0]!.record.conversion_date_time).toMatch(/\+09:00$/);
       expect(first[0]!.record.conversion_date_time).toMatch(/-0[45]:00$/);
       const deliveries = await admin.call('GET', `/admin/v1/workspaces/${ws}/deliveries?event_id=${id}`);
-      expect(deliveries.body.items.map((d: { destination: string; outcome: string }) => `${d.destination === second ? 'second' : d.destination === 'tiktok' ? 'tiktok' : 'meta'}:${d.outcome}`).sort()).toEqual([
+      const which = (d: string) => (d === second ? 'second' : d === googleId ? 'google' : d === 'tiktok' ? 'tiktok' : 'meta');
+      expect(deliveries.body.items.map((d: { destination: string; outcome: string }) => `${which(d.destination)}:${d.outcome}`).sort()).toEqual([
+        'google:sent',
         'meta:sent',
         'second:sent',
         'tiktok:sent',
       ]);
+    });
+
+    it('Google failing delays neither TikTok advertiser nor Meta; it catches up without duplicates', async () => {
+      // Every ingest call hangs, then fails with a 503, many times over.
+      await fetch(`${google.controlUrl}/faults`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ ingest: [{ http_status: 503, delay_ms: hangMs, times: 1000 }] }),
+      });
+      const t0 = Date.now();
+      const ids = [await f.send(key), await f.send(key)];
+      await eventually('both advertisers and Meta have both', async () => {
+        const t = (await Promise.all(ids.map((id) => f.tiktokReceived(id)))).flat();
+        const m = (await Promise.all(ids.map((id) => f.metaReceived(id)))).flat();
+        return t.length === 4 && m.length === 2;
+      }, hangMs * 3);
+      expect(Date.now() - t0).toBeLessThan(hangMs); // before Google's first call even answered
+      expect((await Promise.all(ids.map((id) => f.googleReceived(id)))).flat()).toHaveLength(0);
+
+      await fetch(`${google.controlUrl}/faults`, { method: 'DELETE' });
+      for (const id of ids) {
+        await eventually('Google catches up', async () => (await f.googleReceived(id)).length > 0, 20_000);
+        await f.settled(ws, id);
+        expect(await f.googleReceived(id)).toHaveLength(1);
+        expect(await f.tiktokReceived(id)).toHaveLength(2);
+        expect(await f.metaReceived(id)).toHaveLength(1);
+      }
     });
 
     it("the second advertiser's pixel failing delays neither the first nor Meta; it catches up without duplicates", async () => {
@@ -192,7 +244,7 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
       expect(after.count).toBe(before + 1);
       expect(after.revocations.at(-1)).toMatchObject({ outcome: 'revoked' });
       const list = await admin.call('GET', `/admin/v1/workspaces/${ws}/destinations`);
-      expect(list.body.items.map((d: { id: string; status: string }) => d.status)).toEqual(['connected', 'disconnected', 'connected']);
+      expect(list.body.items.map((d: { id: string; status: string }) => d.status)).toEqual(['connected', 'disconnected', 'connected', 'connected']);
     });
   });
 
