@@ -8,8 +8,7 @@
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AdminClient } from '../helpers/admin-client.js';
-import { startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
-import { webEvent } from '../helpers/factories.js';
+import { sendPurchase, startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
 import { eventually } from '../helpers/forwarder-rig.js';
 import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
 import { SETUP } from '../helpers/workspaces.js';
@@ -47,16 +46,7 @@ async function accessible(name: string): Promise<void> {
   await screenshot(page, name);
 }
 
-async function send(): Promise<string> {
-  const idem = `order-${Math.random().toString(36).slice(2)}`;
-  const body = webEvent({
-    event_data: { page_location: 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1', value: 30, currency: 'EUR' },
-    event_metadata: { idempotency_key: idem },
-  });
-  const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
-  expect(r.status, await r.clone().text()).toBe(202);
-  return idem;
-}
+const send = (): Promise<string> => sendPurchase(url, key);
 
 const deliveriesTable = () => page.getByRole('table', { name: 'Deliveries per event and destination' });
 

@@ -7,11 +7,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/compose/service.js';
 import type { AdminClient } from '../helpers/admin-client.js';
-import { startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
+import { sendPurchase, startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
 import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
 import type { RunningSandbox } from '../sandbox/server.js';
 import { connectThroughAdmin } from '../helpers/service-with-sandbox.js';
-import { webEvent } from '../helpers/factories.js';
 import { eventually, receivedBySandbox } from '../helpers/forwarder-rig.js';
 import { SETUP } from '../helpers/workspaces.js';
 
@@ -49,16 +48,7 @@ afterEach(async () => {
 
 const connect = (path: string): Promise<void> => connectThroughAdmin(admin, path);
 
-async function send(): Promise<string> {
-  const idem = `order-${Math.random().toString(36).slice(2)}`;
-  const body = webEvent({
-    event_data: { page_location: 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1', value: 30, currency: 'EUR' },
-    event_metadata: { idempotency_key: idem },
-  });
-  const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
-  expect(r.status, await r.clone().text()).toBe(202);
-  return idem;
-}
+const send = (): Promise<string> => sendPurchase(url, key);
 const deliveries = (query = '') => admin.call('GET', `/admin/v1/workspaces/${ws}/deliveries${query}`);
 type Item = { event_id: string; destination: string; outcome: string; attempts: number; match_quality: number; match_keys: string[]; platform_answer: any; sent_at: string | null };
 async function settled(id: string, outcome = 'sent'): Promise<Item[]> {

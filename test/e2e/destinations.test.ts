@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/compose/service.js';
 import type { AdminClient } from '../helpers/admin-client.js';
-import { startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
+import { sendPurchase, startWithStandIns, type WithStandIns } from '../helpers/destination-stand-ins.js';
 import type { RunningGoogleSandbox } from '../sandbox/google/app.js';
 import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
 import type { RunningSandbox } from '../sandbox/server.js';
@@ -57,16 +57,8 @@ describe('a workspace with a TikTok, a Meta and a Google destination', () => {
     expect(list.body.items.map((d: { kind: string; status: string }) => `${d.kind}:${d.status}`)).toEqual(['tiktok:connected', 'meta:connected', 'google:connected']);
   });
 
-  async function send(consent: Record<string, string> = {}): Promise<string> {
-    const idem = `order-${Math.random().toString(36).slice(2)}`;
-    const body = webEvent({
-      event_data: { page_location: 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1&gclid=GC1', value: 30, currency: 'EUR' },
-      event_metadata: { idempotency_key: idem, consent },
-    });
-    const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
-    expect(r.status, await r.clone().text()).toBe(202);
-    return idem;
-  }
+  const send = (consent: Record<string, string> = {}): Promise<string> =>
+    sendPurchase(url, key, { pageLocation: 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1&gclid=GC1', consent });
   const metaEvents = async () => ((await (await fetch(`${meta.controlUrl}/received`)).json()) as { events: Array<{ event: Record<string, any> }> }).events.map((e) => e.event);
   const googleEvents = async () => ((await (await fetch(`${google.controlUrl}/received`)).json()) as { events: Array<{ event: Record<string, any> }> }).events.map((e) => e.event);
 

@@ -14,6 +14,7 @@ import { metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../sa
 import { freePort } from '../sandbox/ports.js';
 import { startSandbox, type RunningSandbox } from '../sandbox/server.js';
 import { adminClient, type AdminClient } from './admin-client.js';
+import { webEvent } from './factories.js';
 import { sandboxServiceEnv } from './sre-flow.js';
 
 export interface WithStandIns {
@@ -62,4 +63,24 @@ export async function startWithStandIns(opts: {
       await Promise.all([tiktok.close(), meta.close(), google.close()]);
     },
   };
+}
+
+/**
+ * One web purchase (30 EUR) posted through the gateway with a fresh idempotency key, which is its event id; the
+ * page URL carries the click ids the test wants. Expects the 202 and returns the event id.
+ */
+export async function sendPurchase(
+  url: string,
+  key: string,
+  opts: { readonly pageLocation?: string; readonly consent?: Record<string, string>; readonly name?: string } = {},
+): Promise<string> {
+  const idem = `order-${Math.random().toString(36).slice(2)}`;
+  const body = webEvent({
+    ...(opts.name ? { event_name: opts.name } : {}),
+    event_data: { page_location: opts.pageLocation ?? 'https://shop.example/checkout?ttclid=TT1&fbclid=FB1', value: 30, currency: 'EUR' },
+    event_metadata: { idempotency_key: idem, ...(opts.consent ? { consent: opts.consent } : {}) },
+  });
+  const r = await fetch(`${url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
+  if (r.status !== 202) throw new Error(`POST /v1/events answered ${r.status}: ${await r.text()}`);
+  return idem;
 }

@@ -13,8 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RunningService } from '../../services/compose/service.js';
 import type { AdminClient } from './admin-client.js';
-import { startWithStandIns, type WithStandIns } from './destination-stand-ins.js';
-import { webEvent } from './factories.js';
+import { sendPurchase, startWithStandIns, type WithStandIns } from './destination-stand-ins.js';
 import type { RunningGoogleSandbox } from '../sandbox/google/app.js';
 import type { RunningMetaSandbox } from '../sandbox/meta/app.js';
 import type { RunningSandbox } from '../sandbox/server.js';
@@ -47,17 +46,7 @@ export function severalDestinations(opts: { readonly name: string; readonly env?
 
   const f = {
     /** An event sent through the gateway; its idempotency key is its event id. */
-    async send(key: string, name = 'purchase'): Promise<string> {
-      const idem = `order-${Math.random().toString(36).slice(2)}`;
-      const body = webEvent({
-        event_name: name,
-        event_data: { page_location: 'https://shop.example/checkout?ttclid=TT1', value: 30, currency: 'EUR' },
-        event_metadata: { idempotency_key: idem },
-      });
-      const r = await fetch(`${stand.url}/v1/events`, { method: 'POST', headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify([body]) });
-      expect(r.status, await r.clone().text()).toBe(202);
-      return idem;
-    },
+    send: (key: string, name = 'purchase'): Promise<string> => sendPurchase(stand.url, key, { pageLocation: 'https://shop.example/checkout?ttclid=TT1', name }),
     async tiktokReceived(id: string): Promise<Array<{ advertiser_id: string; event_source: string; event_source_id: string; record: any }>> {
       return (await sandboxControl(tiktok, `/received?event_id=${encodeURIComponent(id)}`)).events;
     },
