@@ -98,14 +98,14 @@ export function addEventEdges(
   seenAt: number,
   existing: ReadonlyMap<string, string>,
 ): void {
-  const lasting = (n: GraphNode) => KIND_RULES[n.kind].merges && KIND_RULES[n.kind].stable;
-  const anchor = nodes.find(lasting);
+  const anchor = nodes.find((n) => KIND_RULES[n.kind].merges && KIND_RULES[n.kind].stable);
   if (!anchor) return;
   const all = plan.merge !== null || !existing.has(nodeKey(anchor));
   for (const n of nodes) {
-    if (n === anchor || (KIND_RULES[n.kind].merges && !KIND_RULES[n.kind].stable)) continue;
-    if (KIND_RULES[n.kind].merges && plan.clusterOf.get(nodeKey(n)) !== plan.resolved) continue;
-    if (!all && KIND_RULES[n.kind].merges && existing.has(nodeKey(n))) continue;
+    if (n === anchor) continue;
+    const rule = KIND_RULES[n.kind];
+    // A session or click id, a link the cap refused, or an identifier already in the anchor's cluster: no new evidence.
+    if (rule.merges && (!rule.stable || plan.clusterOf.get(nodeKey(n)) !== plan.resolved || (!all && existing.has(nodeKey(n))))) continue;
     // Stored in a canonical order so that (a, b) and (b, a) are one edge.
     const [a, b] = nodeKey(anchor) < nodeKey(n) ? [anchor, n] : [n, anchor];
     const key = `${scope.workspaceId}\n${scope.keyMode}\n${nodeKey(a)}\n${nodeKey(b)}`;
