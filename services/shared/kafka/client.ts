@@ -5,7 +5,8 @@
  * in the service's own types (KafkaConnection, GroupConsumer, TransactionalProducer, IdempotentProducer, AvroSerde)
  * and the client can be swapped (e.g. for @confluentinc/kafka-javascript) by rewriting this folder alone.
  */
-import { Kafka, logLevel, type LogEntry } from 'kafkajs';
+import { lz4Compress, lz4Decompress } from '@platformatic/wasm-utils';
+import kafkajs, { Kafka, logLevel, type LogEntry } from 'kafkajs';
 import type { Logger } from '../logger.js';
 
 export interface KafkaSettings {
@@ -16,6 +17,15 @@ export interface KafkaSettings {
   readonly sessionTimeoutMs?: number;
   readonly clientId?: string;
 }
+
+/**
+ * The stages' transactional producers compress their record batches with LZ4 (producer.ts), which kafkajs reads only
+ * with a codec registered: the one @platformatic/kafka writes with (Kafka's LZ4 frame format).
+ */
+kafkajs.CompressionCodecs[kafkajs.CompressionTypes.LZ4] = () => ({
+  compress: async (encoder: { buffer: Buffer }) => lz4Compress(encoder.buffer),
+  decompress: async (buffer: Buffer) => lz4Decompress(buffer),
+});
 
 /** kafkajs log lines that are expected and handled by this module (see the NOTE at each use). */
 const EXPECTED_WARNINGS = [

@@ -209,6 +209,9 @@ export class TransactionalProducer {
       // 0/0, asks to continue producer 0 and is refused as fenced once the id has any other producer id).
       producerId: -1n,
       producerEpoch: -1,
+      // A stage writes ~5 KB per event (changelog, graph changes, conversion) of repetitive Avro: LZ4 writes a quarter
+      // of the bytes for less CPU than it saves the broker (docs/decisions.md).
+      compression: 'lz4',
       partitioner: compatibilityPartitioner,
       timeout: this.opts.transactionTimeoutMs ?? 30_000,
       connectTimeout: 1_000,
