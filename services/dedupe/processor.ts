@@ -51,7 +51,12 @@ export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeSt
         }
         const storeKey = envelopeKey(e);
         // Reads see this batch's earlier writes: first seen wins inside one batch too.
-        const verdict = dedupeVerdict(await ctx.store.get(storeKey), { ...e, dedupe: e.dedupe }, deps.windowMs);
+        // (Not `{ ...e }`: a spread would read, and so parse, the payload: avro-mapping.ts.)
+        const verdict = dedupeVerdict(
+          await ctx.store.get(storeKey),
+          { key_mode: e.key_mode, received_at: e.received_at, request_id: e.request_id, dedupe: e.dedupe },
+          deps.windowMs,
+        );
         if (verdict.kind === 'duplicate') {
           outcomes.push(drop(verdict.reason));
           continue;

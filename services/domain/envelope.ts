@@ -41,6 +41,26 @@ export interface SessionData {
   readonly user_agent?: string;
 }
 
+/** Click ids of the page URL's query string, by parameter name (click-id.ts): each goes only to its own platform. */
+export const CLICK_ID_PARAMS = ['ttclid', 'fbclid', 'gclid', 'gbraid', 'wbraid'] as const;
+export type ClickIdParam = (typeof CLICK_ID_PARAMS)[number];
+export type ClickIds = Readonly<Partial<Record<ClickIdParam, string>>>;
+
+/**
+ * The payload's well-known commerce fields (commerce.ts), in the order a platform record's `properties` lists them:
+ * only those present with a plausible type.
+ */
+export interface Commerce {
+  readonly value?: number;
+  readonly currency?: string;
+  readonly content_type?: string;
+  readonly description?: string;
+  readonly query?: string;
+  readonly contents?: readonly unknown[];
+  /** The sender's own order id (its order_id, else its transaction_id), as a string. */
+  readonly order_id?: string;
+}
+
 export type KeyMode = 'live' | 'test';
 
 /** What an erasure removes from enrich's identity graph: entries by key (kind tag and node id, not identifiers). */
@@ -81,8 +101,15 @@ export interface EventEnvelope {
   readonly consent: ConsentState;
   readonly identifiers: readonly Identifier[];
   readonly session: SessionData | null;
-  /** A's event_data, B's event_payload: kept whole. */
+  /** A's event_data, B's event_payload: kept whole. A stage reads the typed fields below instead where it can. */
   readonly payload: Readonly<Record<string, unknown>>;
+  /**
+   * What the stages read of the page URL and the payload, typed by the gateway so that no stage parses either for
+   * them. Absent on envelopes written before the fields existed: then they are derived from the session's page URL
+   * and the payload (clickIdsOf, commerceOf), with the same result.
+   */
+  readonly click_ids?: ClickIds;
+  readonly commerce?: Commerce;
   /**
    * Epoch ms at which the event happened, as the sender said (API-Version 2026-12-01: A's `event_time`, B's
    * `event_metadata.event_time`, checked against received_at). Absent: unknown, use received_at.

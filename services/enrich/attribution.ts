@@ -4,8 +4,8 @@
  * id, the graph's hashed identifiers when allowed: personal-data.ts). Hashed identifiers are sent whenever allowed,
  * with or without a click id: the platform matches on both.
  */
+import { clickIdsOf } from '../domain/click-id.js';
 import type { EventEnvelope } from '../domain/envelope.js';
-import { clickIdFromUrl } from './click-id.js';
 import type { ConsentDecision } from './consent.js';
 import type { ClusterReader } from './identity/graph-repo.js';
 import { isJunk } from './identity/identifiers.js';
@@ -22,7 +22,7 @@ export function findClickId(
   clickWindowDays: number,
 ): { ttclid?: string; kind?: 'event_click' | 'graph_click' } {
   if (!consent.clickIds) return {};
-  const own = clickIdFromUrl(e.session?.page_location);
+  const own = clickIdsOf(e).ttclid;
   if (own && !isJunk('ttclid', own)) return { ttclid: own, kind: 'event_click' };
   if (!clusterId) return {};
   const fromGraph = graph.newestClickId(clusterId, e.received_at, clickWindowDays * DAY_MS);

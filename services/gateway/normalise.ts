@@ -10,6 +10,8 @@ import type {
   KeyMode,
   SessionData,
 } from '../domain/envelope.js';
+import { clickIdsFromUrl } from '../domain/click-id.js';
+import { commerceFromPayload } from '../domain/commerce.js';
 import { parseEventTime } from './validation/event-time.js';
 import { isV20261201OrLater } from './validation/validate.js';
 
@@ -89,10 +91,16 @@ export function normaliseEvent(ctx: RequestContext, apiVersion: string, raw: unk
     identifiers,
     session,
     payload: e.event_data,
+    ...typedFields(session, e.event_data),
   };
   // NOTE: set only when given, so envelopes without it stay exactly as they were (and as Avro decodes them).
   if (eventTime !== null) envelope.event_time = eventTime;
   return envelope;
+}
+
+/** The fields the stages read of the page URL and the payload, typed once here (EventEnvelope.click_ids, .commerce). */
+function typedFields(session: SessionData | null, payload: Readonly<Record<string, unknown>>): Pick<EventEnvelope, 'click_ids' | 'commerce'> {
+  return { click_ids: clickIdsFromUrl(session?.page_location), commerce: commerceFromPayload(payload) };
 }
 
 function frontendSession(d: Record<string, unknown>): SessionData {
@@ -201,6 +209,7 @@ export function normaliseSgtmEvent(
     identifiers,
     session,
     payload: e.event_payload,
+    ...typedFields(session, e.event_payload),
   };
   if (eventTime !== null) envelope.event_time = eventTime;
   return envelope;

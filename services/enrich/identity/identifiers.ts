@@ -2,9 +2,9 @@
  * Which of an event's identifiers enter the identity graph: consent first (consent.ts), then a junk filter, since
  * one shared junk value ("undefined", the hash of an empty email) would otherwise link every user who sends it.
  */
+import { clickIdsOf } from '../../domain/click-id.js';
 import type { EventEnvelope, IdentifierKind } from '../../domain/envelope.js';
 import { sha256Hex } from '../../shared/ids.js';
-import { clickIdsFromUrl } from '../click-id.js';
 import type { ConsentDecision } from '../consent.js';
 import { CLICK_KINDS, KIND_RULES, kindPriority, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
@@ -66,7 +66,7 @@ function candidates(e: EventEnvelope): { nodes: GraphNode[]; unsupported: string
   }
   if (e.session?.client_id) nodes.push({ kind: 'client_id', value: e.session.client_id });
   if (e.session?.session_id) nodes.push({ kind: 'session_id', value: e.session.session_id });
-  for (const [kind, value] of Object.entries(clickIdsFromUrl(e.session?.page_location))) nodes.push({ kind: kind as GraphKind, value });
+  for (const [kind, value] of Object.entries(clickIdsOf(e))) nodes.push({ kind: kind as GraphKind, value });
   return { nodes, unsupported };
 }
 

@@ -2,13 +2,13 @@
  * Step 4: the platform-ready records (domain/conversion.ts), under every rule of the spec's forwarding section. The
  * ad accounts' time zones come from memory (a short TTL) or ONE query for the workspaces not in memory.
  */
+import { propertiesOf } from '../../domain/commerce.js';
 import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
 import type { AttributionKind } from '../attribution.js';
 import type { EnrichItem } from '../item.js';
 import { explain } from '../explanation.js';
 import { conversionsBuilt, pageUrlSource } from '../metrics.js';
-import { propertiesOf } from '../properties.js';
 import { accountTimeZones, formatInTimeZone } from '../time-zone.js';
 import type { TtlCache } from '../ttl-cache.js';
 import type { ClusterReads } from './link-identities.js';
@@ -53,7 +53,7 @@ function build(
     ...(click.ttclid ? { ttclid: click.ttclid } : {}),
     ...(page.userAgent ? { user_agent: page.userAgent } : {}),
   };
-  const properties = propertiesOf(e.payload);
+  const properties = propertiesOf(e);
   const record: PlatformEventRecord = {
     event: selection.platformEvent,
     event_id: eventId,

@@ -7,7 +7,7 @@
  *    text field (`payload_json`, ...): Avro has no "any" type, and the sender's data is open-ended by contract.
  */
 import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
-import type { EventEnvelope, Identifier, SessionData } from '../../domain/envelope.js';
+import { CLICK_ID_PARAMS, type Commerce, type EventEnvelope, type Identifier, type SessionData } from '../../domain/envelope.js';
 import { Topics, type TopicName } from '../topics.js';
 import type { DeadLetter } from '../../domain/dead-letter.js';
 
@@ -35,6 +35,48 @@ function nullable<K extends string>(src: Partial<Record<K, unknown>>, fields: re
 }
 
 const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referrer', 'user_agent'] as const;
+const COMMERCE_STRINGS = ['currency', 'content_type', 'description', 'query'] as const;
+
+/**
+ * An envelope's payload is parsed when a stage first reads it, not when it is decoded: the stages read the typed
+ * fields (click_ids, commerce), so most events' payloads are never parsed after the gateway. The text stays on the
+ * decoded envelope (a non-enumerable key, so a copy does not take it), so re-encoding one that no stage replaced
+ * writes the same text without serialising the payload again.
+ */
+const PAYLOAD_TEXT = Symbol('payload_json');
+
+function withPayloadText<T extends object>(target: T, text: string): T {
+  // What the envelope guard checked of an eager payload: a JSON object (the rest of the text is checked on first read).
+  if (text.charCodeAt(0) !== 0x7b) throw new Error('payload_json is not a JSON object');
+  let parsed: unknown;
+  return Object.defineProperties(target, {
+    payload: { enumerable: true, configurable: true, get: () => (parsed ??= JSON.parse(text)) },
+    [PAYLOAD_TEXT]: { value: text },
+  });
+}
+
+const payloadTextOf = (e: object): string | undefined => (e as { [PAYLOAD_TEXT]?: string })[PAYLOAD_TEXT];
+
+function commerceToAvro(c: Commerce): AvroValue {
+  return {
+    value: c.value ?? null,
+    currency: c.currency ?? null,
+    content_type: c.content_type ?? null,
+    description: c.description ?? null,
+    query: c.query ?? null,
+    contents_json: c.contents === undefined ? null : JSON.stringify(c.contents),
+    order_id: c.order_id ?? null,
+  };
+}
+
+function commerceFromAvro(a: AvroValue): Commerce {
+  const out: { -readonly [K in keyof Commerce]: Commerce[K] } = {};
+  if (a.value !== null) out.value = a.value;
+  for (const f of COMMERCE_STRINGS) if (a[f] !== null) out[f] = a[f];
+  if (a.contents_json !== null) out.contents = JSON.parse(a.contents_json);
+  if (a.order_id !== null) out.order_id = a.order_id;
+  return out;
+}
 const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as const;
 
 export const envelopeMapping: TopicMapping<EventEnvelope> = {
@@ -59,14 +101,16 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       consent: e.consent,
       identifiers: e.identifiers.map((i) => ({ kind: i.kind, value: i.value, alias: i.alias ?? null })),
       session: e.session === null ? null : nullable(e.session, SESSION_FIELDS),
-      payload_json: JSON.stringify(e.payload),
+      payload_json: payloadTextOf(e) ?? JSON.stringify(e.payload),
       event_time: e.event_time ?? null,
       graph_erasure: e.graph_erasure ?? null,
+      click_ids: e.click_ids === undefined ? null : nullable(e.click_ids, CLICK_ID_PARAMS),
+      commerce: e.commerce === undefined ? null : commerceToAvro(e.commerce),
     };
   },
   fromAvro(a) {
-    const { payload_json, identifiers, session, dedupe, consent, event_time, graph_erasure, ...rest } = a;
-    return {
+    const { payload_json, identifiers, session, dedupe, consent, event_time, graph_erasure, click_ids, commerce, ...rest } = a;
+    const envelope = {
       ...rest,
       ...(graph_erasure === null || graph_erasure === undefined
         ? {}
@@ -78,8 +122,10 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
         (i): Identifier => ({ kind: i.kind, value: i.value, ...(i.alias === null ? {} : { alias: i.alias }) }),
       ),
       session: session === null ? null : (nonNullFields(session, SESSION_FIELDS) as SessionData),
-      payload: JSON.parse(payload_json as string),
-    } as unknown as EventEnvelope;
+      ...(click_ids === null || click_ids === undefined ? {} : { click_ids: nonNullFields(click_ids, CLICK_ID_PARAMS) }),
+      ...(commerce === null || commerce === undefined ? {} : { commerce: commerceFromAvro(commerce) }),
+    };
+    return withPayloadText(envelope, payload_json as string) as unknown as EventEnvelope;
   },
 };
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { propertiesOf } from './properties.js';
+import { commerceFromPayload, propertiesOf } from './commerce.js';
 
 describe('properties from the payload', () => {
   it.each([
@@ -11,6 +11,7 @@ describe('properties from the payload', () => {
     { name: 'nothing known', payload: { foo: 1 }, expected: undefined },
     { name: 'implausible types are left out', payload: { value: 'lots', currency: 3, contents: 'x', order_id: {} }, expected: undefined },
   ])('$name', ({ payload, expected }) => {
-    expect(propertiesOf(payload)).toEqual(expected);
+    expect(propertiesOf({ payload })).toEqual(expected);
+    expect(propertiesOf({ payload, commerce: commerceFromPayload(payload) })).toEqual(expected);
   });
 });

@@ -3,10 +3,9 @@
  * destinations' own: Meta's `fbclid` (sent to Meta as `fbc`), Google's `gclid`, `gbraid` and `wbraid`. Each goes
  * only to its own platform (forwarder/destinations).
  */
-const MAX_CLICK_ID_LENGTH = 512;
+import { CLICK_ID_PARAMS, type ClickIdParam, type ClickIds, type EventEnvelope } from './envelope.js';
 
-export const CLICK_ID_PARAMS = ['ttclid', 'fbclid', 'gclid', 'gbraid', 'wbraid'] as const;
-export type ClickIdParam = (typeof CLICK_ID_PARAMS)[number];
+const MAX_CLICK_ID_LENGTH = 512;
 
 function paramsOf(pageLocation: string | undefined): URLSearchParams | undefined {
   if (!pageLocation) return undefined;
@@ -22,12 +21,8 @@ function valueOf(params: URLSearchParams | undefined, name: ClickIdParam): strin
   return value && value.length <= MAX_CLICK_ID_LENGTH ? value : undefined;
 }
 
-export function clickIdFromUrl(pageLocation: string | undefined): string | undefined {
-  return valueOf(paramsOf(pageLocation), 'ttclid');
-}
-
 /** Every click id the page URL carries, by its parameter name (names are case-sensitive, as the platforms send them). */
-export function clickIdsFromUrl(pageLocation: string | undefined): Partial<Record<ClickIdParam, string>> {
+export function clickIdsFromUrl(pageLocation: string | undefined): ClickIds {
   const params = paramsOf(pageLocation);
   const out: Partial<Record<ClickIdParam, string>> = {};
   for (const name of CLICK_ID_PARAMS) {
@@ -35,4 +30,9 @@ export function clickIdsFromUrl(pageLocation: string | undefined): Partial<Recor
     if (v !== undefined) out[name] = v;
   }
   return out;
+}
+
+/** The event's click ids: typed by the gateway; from the page URL for an envelope written before they were. */
+export function clickIdsOf(e: Pick<EventEnvelope, 'click_ids' | 'session'>): ClickIds {
+  return e.click_ids ?? clickIdsFromUrl(e.session?.page_location);
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { clickIdFromUrl, clickIdsFromUrl } from './click-id.js';
+import { clickIdsFromUrl, clickIdsOf } from './click-id.js';
 
 describe('ttclid from the page URL', () => {
   it.each([
@@ -12,7 +12,7 @@ describe('ttclid from the page URL', () => {
     { url: undefined, expected: undefined },
     { url: `https://shop.example/?ttclid=${'a'.repeat(600)}`, expected: undefined },
   ])('$url → $expected', ({ url, expected }) => {
-    expect(clickIdFromUrl(url)).toBe(expected);
+    expect(clickIdsFromUrl(url).ttclid).toBe(expected);
   });
 });
 
@@ -35,5 +35,17 @@ describe('every click id of the page URL', () => {
     ])('$why', ({ url }) => {
       expect(clickIdsFromUrl(url)).toEqual({});
     });
+  });
+});
+
+describe('the event click ids', () => {
+  const session = { page_location: 'https://shop.example/p?ttclid=T1&gclid=G1' };
+  it('reads the typed field when the gateway set it, even when empty', () => {
+    expect(clickIdsOf({ session, click_ids: { fbclid: 'F' } })).toEqual({ fbclid: 'F' });
+    expect(clickIdsOf({ session, click_ids: {} })).toEqual({});
+  });
+  it('derives them from the page URL for an envelope written before the field existed', () => {
+    expect(clickIdsOf({ session })).toEqual({ ttclid: 'T1', gclid: 'G1' });
+    expect(clickIdsOf({ session: null })).toEqual({});
   });
 });
