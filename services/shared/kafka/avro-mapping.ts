@@ -35,6 +35,7 @@ function nullable<K extends string>(src: Partial<Record<K, unknown>>, fields: re
 }
 
 const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referrer', 'user_agent'] as const;
+const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as const;
 const COMMERCE_STRINGS = ['currency', 'content_type', 'description', 'query'] as const;
 
 /**
@@ -77,7 +78,7 @@ function commerceFromAvro(a: AvroValue): Commerce {
   if (a.order_id !== null) out.order_id = a.order_id;
   return out;
 }
-const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as const;
+
 
 export const envelopeMapping: TopicMapping<EventEnvelope> = {
   schemaFile: 'event-envelope.avsc',
