@@ -3,16 +3,15 @@
  * present with a plausible type. Everything else of the payload stays behind. The gateway types them on the envelope
  * (`commerce`), so a stage reads them without parsing the payload.
  */
-import type { Commerce, EventEnvelope } from './envelope.js';
+import { COMMERCE_STRING_FIELDS, type Commerce, type EventEnvelope } from './envelope.js';
 
-const STRING_FIELDS = ['currency', 'content_type', 'description', 'query'] as const;
 const MAX_CONTENTS = 100;
 
 export function commerceFromPayload(payload: Readonly<Record<string, unknown>>): Commerce {
   const out: { -readonly [K in keyof Commerce]: Commerce[K] } = {};
   const value = typeof payload.value === 'string' && payload.value.trim() !== '' ? Number(payload.value) : payload.value;
   if (typeof value === 'number' && Number.isFinite(value)) out.value = value;
-  for (const f of STRING_FIELDS) {
+  for (const f of COMMERCE_STRING_FIELDS) {
     const v = payload[f];
     if (typeof v === 'string' && v !== '') out[f] = v;
   }

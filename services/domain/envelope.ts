@@ -50,6 +50,9 @@ export type ClickIds = Readonly<Partial<Record<ClickIdParam, string>>>;
  * The payload's well-known commerce fields (commerce.ts), in the order a platform record's `properties` lists them:
  * only those present with a plausible type.
  */
+/** The commerce fields that are strings as the sender sent them. */
+export const COMMERCE_STRING_FIELDS = ['currency', 'content_type', 'description', 'query'] as const;
+
 export interface Commerce {
   readonly value?: number;
   readonly currency?: string;

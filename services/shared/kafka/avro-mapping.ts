@@ -7,7 +7,7 @@
  *    text field (`payload_json`, ...): Avro has no "any" type, and the sender's data is open-ended by contract.
  */
 import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
-import { CLICK_ID_PARAMS, type Commerce, type EventEnvelope, type Identifier, type SessionData } from '../../domain/envelope.js';
+import { CLICK_ID_PARAMS, COMMERCE_STRING_FIELDS, type Commerce, type EventEnvelope, type Identifier, type SessionData } from '../../domain/envelope.js';
 import { Topics, type TopicName } from '../topics.js';
 import type { DeadLetter } from '../../domain/dead-letter.js';
 
@@ -36,7 +36,6 @@ function nullable<K extends string>(src: Partial<Record<K, unknown>>, fields: re
 
 const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referrer', 'user_agent'] as const;
 const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as const;
-const COMMERCE_STRINGS = ['currency', 'content_type', 'description', 'query'] as const;
 
 /**
  * An envelope's payload is parsed when a stage first reads it, not when it is decoded: the stages read the typed
@@ -73,7 +72,7 @@ function commerceToAvro(c: Commerce): AvroValue {
 function commerceFromAvro(a: AvroValue): Commerce {
   const out: { -readonly [K in keyof Commerce]: Commerce[K] } = {};
   if (a.value !== null) out.value = a.value;
-  for (const f of COMMERCE_STRINGS) if (a[f] !== null) out[f] = a[f];
+  for (const f of COMMERCE_STRING_FIELDS) if (a[f] !== null) out[f] = a[f];
   if (a.contents_json !== null) out.contents = JSON.parse(a.contents_json);
   if (a.order_id !== null) out.order_id = a.order_id;
   return out;

@@ -1,7 +1,7 @@
 /**
  * The envelope's optional fields added after its first version (event_time; graph_erasure, set only on erasure
- * records; the typed click_ids and commerce): they round-trip, envelopes without them come back without them, and each change is BACKWARD compatible
- * (records written with the schema before it read with the new one).
+ * records; the typed click_ids and commerce): they round-trip, envelopes without them come back without them, and
+ * each change is BACKWARD compatible (records written with the schema before it read with the new one).
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
