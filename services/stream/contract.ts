@@ -7,8 +7,9 @@
  * The runtimes own reading, the state store, the atomic commit and the error policy (error-policy.ts).
  *
  * `ctx.sql` is ONE database transaction for the batch on both runtimes, committed no later than the input position.
- * On Kafka a crash between that commit and the Kafka transaction processes the batch again, so a stage's writes must
- * be idempotent and its outputs the same when it meets its own earlier writes.
+ * On Kafka a crash between that commit and the Kafka transaction processes the batch again (and the batch after it,
+ * prepared while it committed), so a stage's writes must be idempotent and its outputs the same when it meets its own
+ * earlier writes.
  */
 import type { Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';

@@ -1,6 +1,6 @@
 /** The Kafka runtime's per-partition store: restore, transactions and forks, retention and what it owes tombstones. */
 import { describe, expect, it } from 'vitest';
-import { PartitionStore } from './store.js';
+import { PartitionStore, PendingOverlay } from './store.js';
 
 const HOUR = 3600_000;
 
@@ -84,5 +84,33 @@ describe('PartitionStore', () => {
     s.restore('never-seen', null, 0, 0);
     expect(s.size).toBe(0);
     expect(s.expired(Date.now(), 10)).toEqual([]);
+  });
+});
+
+describe('PendingOverlay', () => {
+  it('shows the next batch the writes of the batch still committing, then the store alone once it is applied', async () => {
+    const s = new PartitionStore<string>(undefined);
+    s.restore('kept', 'committed', 0, 0);
+    s.restore('removed', 'committed', 0, 0);
+    const pending = s.begin();
+    await pending.put('kept', 'pending');
+    pending.delete('removed');
+    const overlay = new PendingOverlay(s, pending);
+    const next = overlay.begin();
+    expect(await next.get('kept')).toBe('pending');
+    expect(await next.get('removed')).toBeUndefined();
+    expect(overlay.wrote('removed')).toBe(true);
+    expect(overlay.wrote('other')).toBe(false);
+    await next.put('new', 'next');
+    // The batch before commits: its writes go into the store, and the overlay lets it go.
+    s.apply(pending, 1);
+    overlay.settle();
+    expect(overlay.wrote('kept')).toBe(false);
+    expect(await next.get('kept')).toBe('pending');
+    expect(await next.get('removed')).toBeUndefined();
+    expect([...next.changes()]).toEqual([['new', 'next']]);
+    // A batch begun over a settled overlay reads the store: no chain of earlier batches is kept.
+    s.apply(next, 2);
+    expect(await overlay.begin().get('new')).toBe('next');
   });
 });

@@ -172,6 +172,11 @@ export class StoreTransaction<S> implements KeyValueStore<S> {
     return this.writes.has(key);
   }
 
+  /** This transaction's own write of a key: undefined when it wrote none, null when it deleted the key. */
+  written(key: string): S | null | undefined {
+    return this.writes.get(key);
+  }
+
   private lookup(key: string): S | undefined {
     if (this.writes.has(key)) return this.writes.get(key) ?? undefined;
     return this.base(key);
@@ -188,6 +193,37 @@ export class StoreTransaction<S> implements KeyValueStore<S> {
 
   changes(): IterableIterator<[string, S | null]> {
     return this.writes.entries();
+  }
+}
+
+/**
+ * What a batch prepared while the batch before it commits reads as its committed state: that batch's writes first, then
+ * the store. Once the earlier batch is applied to the store, settle() lets it go, so prepared batches never chain.
+ */
+export class PendingOverlay<S> {
+  constructor(
+    private readonly store: PartitionStateStore<S>,
+    private pending: StoreTransaction<S> | undefined,
+  ) {}
+
+  read(key: string): S | undefined {
+    const p = this.pending;
+    if (p?.has(key)) return p.written(key) ?? undefined;
+    return this.store.read(key);
+  }
+
+  /** True when the pending batch wrote (or deleted) the key. */
+  wrote(key: string): boolean {
+    return this.pending?.has(key) ?? false;
+  }
+
+  /** The pending batch was applied to the store (or dropped with it): its writes are the store's now. */
+  settle(): void {
+    this.pending = undefined;
+  }
+
+  begin(): StoreTransaction<S> {
+    return new StoreTransaction<S>((key) => this.read(key));
   }
 }
 

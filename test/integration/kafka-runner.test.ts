@@ -334,6 +334,57 @@ describe('failures inside a stage (in-process runner)', () => {
   });
 });
 
+describe('chunks in flight (in-process runner)', () => {
+  let runner: KafkaStageRunner<unknown, unknown> | undefined;
+  afterAll(async () => {
+    await runner?.stop();
+  });
+
+  it('a chunk processed while the one before it commits reads its writes: a counter per partition misses no record', async () => {
+    const ws = uniqueId('ws_count');
+    const name = uniqueId('count-');
+    type Count = { v: 1; live: { first_seen: number; request_id: string } };
+    // Every record adds one to its partition's counter. Chunks of 5 records: a batch is many chunks, each read while
+    // the one before it is still committing; a read of the committed store alone would lose counts.
+    const counter = perRecord<unknown, Count>({
+      name,
+      input: Topics.eventsRaw,
+      store: { name, changelog: Topics.dedupeState },
+      async process(record, ctx) {
+        if ((record.value as EventEnvelope).workspace_id !== ws) return drop('other workspace');
+        const key = `${ws}:count`;
+        const n = (await ctx.store.get(key))?.live.first_seen ?? 0;
+        await ctx.store.put(key, { v: 1, live: { first_seen: n + 1, request_id: record.offset } });
+        return drop('counted');
+      },
+    });
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    const fromRaw = await kit.ends(Topics.eventsRaw);
+    const fromState = await kit.ends(Topics.dedupeState);
+    await produce(envelopes(ws, Array.from({ length: 400 }, (_, i) => `c${i}`)));
+    runner = new KafkaStageRunner({
+      connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: counter,
+      options: { logger: silentLogger, maxBatchRecords: 5 },
+    });
+    await runner.start();
+    await waitFor('the stage drained events.raw', await drainedNow(groupId), 60_000, 200);
+    await runner.stop();
+    runner = undefined;
+
+    const perPartition = new Map<number, number>();
+    for (const r of await kit.read<EventEnvelope>(Topics.eventsRaw, fromRaw)) {
+      if (r.value.workspace_id === ws) perPartition.set(r.partition, (perPartition.get(r.partition) ?? 0) + 1);
+    }
+    const counted = new Map<number, number>();
+    for (const r of await kit.read<Count>(Topics.dedupeState, fromState)) {
+      if (r.key === `${ws}:count` && r.headers[STAGE_GROUP_HEADER] === groupId) counted.set(r.partition, r.value.live.first_seen);
+    }
+    expect(perPartition.size).toBeGreaterThan(1);
+    expect(counted).toEqual(perPartition);
+  });
+});
+
 describe('bad input', () => {
   it('a processor without a store that touches ctx.store dead-letters the record instead of stopping the stage', async () => {
     const ws = uniqueId('ws_nostore');

@@ -10,6 +10,9 @@
  *    may have committed after the consumer fetched it). Only then is p resumed.
  *  - A failed transaction is aborted and the member rejoins: every partition is prepared again from committed state,
  *    as it is on every new generation, so no partial or stale in-memory state is ever processed.
+ *  - A fetched batch is cut into chunks of one transaction each; chunk n+1 is processed while chunk n commits, reading
+ *    chunk n's store writes through an overlay, and its transaction begins only after chunk n's committed. Its writes
+ *    reach the store only then, so the store still holds committed state alone.
  * Poison records (a processor throwing MAX_ATTEMPTS times, output not fitting the schema, undecodable input) are
  * dead-lettered in the same transaction; an outage (database, registry, broker) is retried, never dead-lettered.
  */
@@ -35,7 +38,7 @@ import {
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { OutageError, processWithPolicy } from '../error-policy.js';
-import { NoStore, PartitionStore, type PartitionStateStore } from '../store.js';
+import { NoStore, PartitionStore, PendingOverlay, type PartitionStateStore, type StoreTransaction } from '../store.js';
 import { BatchGate } from './batch-gate.js';
 
 /**
@@ -90,6 +93,19 @@ interface Decoded<V> {
   readonly judged?: { readonly value: unknown; readonly outcome: Extract<Outcome, { type: 'dlq' }> };
 }
 
+/** A chunk processed and encoded, waiting for its Kafka transaction. */
+interface Prepared<S> {
+  readonly outputs: Map<TopicName, OutgoingRecord[]>;
+  readonly tx: StoreTransaction<S>;
+  readonly counts: Outcome[];
+  readonly processed: Outcome[];
+  readonly evicted: number;
+  /** Offset of the chunk's last record. */
+  readonly last: bigint;
+  readonly highWatermark: bigint;
+  /** Ends the chunk's stage_batch_duration timer. */
+  readonly end: () => void;
+}
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
@@ -307,44 +323,89 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     const task = this.tasks.get(batch.partition);
     // Not prepared yet (or being replaced): the records are fetched again once the partition is resumed.
     if (!task || task.phase !== 'ready' || this.restarting || this.stopping || batch.isStale()) return;
+    await this.gate.batch(() => this.runChunks(task, batch));
+  }
+
+  /**
+   * The batch's chunks, each one transaction, in order. Chunk n+1 is processed while chunk n's transaction commits:
+   * its store reads see chunk n's writes (PendingOverlay), and its transaction starts only once chunk n's committed.
+   * Every path out waits for the transaction in flight, so a batch's work ends with its handler (rebalances, stop()).
+   */
+  private async runChunks(task: PartitionTask<S>, batch: ConsumedBatch): Promise<void> {
     const size = this.deps.options.maxBatchRecords ?? 500;
-    for (let i = 0; i < batch.records.length; i += size) {
-      if (task.phase !== 'ready' || this.restarting || !batch.isRunning()) return;
-      const chunk = batch.records.slice(i, i + size);
-      try {
-        await this.gate.batch(() => this.commitChunk(task, chunk, batch.highWatermark));
-      } catch (err) {
-        if (err instanceof OutageError) {
-          // Nothing was sent: the chunk is fetched and processed again after a pause.
-          this.logger.warn({ err, partition: task.partition }, 'batch postponed');
-          await sleep(500);
+    const dbg = { t0: performance.now(), prep: 0, wait: 0 };
+    const live = (): boolean => task.phase === 'ready' && !this.restarting && batch.isRunning();
+    let inFlight: { readonly chunk: Prepared<S>; readonly committed: Promise<boolean> } | undefined;
+    /** Waits for the chunk in flight; false when its transaction failed (the member is rejoining). */
+    const settle = async (): Promise<boolean> => {
+      if (!inFlight) return true;
+      const { chunk, committed } = inFlight;
+      inFlight = undefined;
+      const w0 = performance.now();
+      const okc = await committed;
+      dbg.wait += performance.now() - w0;
+      if (!okc) return false;
+      batch.resolve(chunk.last);
+      return true;
+    };
+    try {
+      for (let i = 0; i < batch.records.length; i += size) {
+        if (!live()) return;
+        const records = batch.records.slice(i, i + size);
+        const overlay = inFlight && task.store ? new PendingOverlay(task.store, inFlight.chunk.tx) : undefined;
+        let chunk: Prepared<S>;
+        try {
+          const p0 = performance.now();
+          chunk = await this.prepareChunk(task, records, batch.highWatermark, overlay);
+          dbg.prep += performance.now() - p0;
+        } catch (err) {
+          if (!(await settle())) return;
+          if (err instanceof OutageError) {
+            // Nothing of this chunk was sent: it is fetched and processed again after a pause.
+            this.logger.warn({ err, partition: task.partition }, 'batch postponed');
+            await sleep(500);
+            return;
+          }
+          this.logger.error({ err, partition: task.partition }, 'preparing a chunk failed; rejoining the group');
+          this.restart();
           return;
         }
-        this.logger.error({ err, partition: task.partition }, 'transaction failed; rejoining the group');
-        this.restart();
-        return;
-      }
-      batch.resolve(chunk.at(-1)!.offset);
-      if (i + size < batch.records.length) {
-        try {
-          await batch.heartbeat();
-        } catch {
-          return; // the group is rebalancing: the rest of the batch goes to whoever gets the partition
+        if (!(await settle())) return;
+        // The chunk before this one is in the store now (or this one reads the committed store already).
+        overlay?.settle();
+        // NOTE: a chunk prepared but not committed leaves only its database writes, which a stage must make idempotent
+        // (contract.ts): whoever owns the partition next processes the chunk again.
+        if (!live()) return;
+        inFlight = { chunk, committed: this.commitPrepared(task, chunk) };
+        if (i + size < batch.records.length) {
+          try {
+            await batch.heartbeat();
+          } catch {
+            return; // the group is rebalancing: the rest of the batch goes to whoever gets the partition
+          }
         }
       }
+    } finally {
+      await settle();
+      (await import('node:fs')).appendFileSync('/tmp/chunks.log', `${this.stage} ${batch.partition} ${batch.records.length} start=${Math.round(dbg.t0)} dur=${Math.round(performance.now() - dbg.t0)} prep=${Math.round(dbg.prep)} wait=${Math.round(dbg.wait)}\n`);
     }
   }
 
   /**
-   * Processes a chunk and commits it: the stage's database transaction first (contract.ts), then ONE Kafka transaction
-   * with the outputs, the dead letters, the state changes and the offset.
+   * Processes a chunk: the stage's database transaction (committed here, before the Kafka transaction: contract.ts),
+   * the outputs, dead letters and state changes encoded, ready for ONE Kafka transaction.
    */
-  private async commitChunk(task: PartitionTask<S>, chunk: readonly ConsumedRecord[], highWatermark: bigint): Promise<void> {
+  private async prepareChunk(
+    task: PartitionTask<S>,
+    chunk: readonly ConsumedRecord[],
+    highWatermark: bigint,
+    overlay: PendingOverlay<S> | undefined,
+  ): Promise<Prepared<S>> {
     const { processor, serde } = this.deps;
     const end = stageBatchDuration.startTimer({ stage: processor.name });
     const decoded = await Promise.all(chunk.map((r) => this.decode(task, r)));
     const inputs = decoded.flatMap((d) => (d.input ? [d.input] : []));
-    const tx = task.store?.begin() ?? new NoStore<S>();
+    const tx = overlay?.begin() ?? task.store?.begin() ?? new NoStore<S>();
     const outputs = new Map<TopicName, OutgoingRecord[]>();
     const push = (topic: TopicName, record: OutgoingRecord): void => {
       const list = outputs.get(topic);
@@ -411,7 +472,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     let evicted = 0;
     if (task.store) {
       for (const key of task.store.expired(this.now(), this.deps.options.maxEvictionsPerBatch ?? 1_000)) {
-        if (tx.has(key)) continue;
+        // Written again by this chunk, or by the chunk still committing (which may have tombstoned it already).
+        if (tx.has(key) || overlay?.wrote(key)) continue;
         tx.delete(key);
         evicted++;
       }
@@ -421,19 +483,34 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       }
       if (changes.length > 0) outputs.set(this.changelog!, changes);
     }
-    const last = chunk.at(-1)!.offset;
-    const produced = kafkaProduceDuration.startTimer({ producer: processor.name });
-    await task.producer.run(async (t) => {
-      await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
-      await t.sendOffset(this.groupId, this.input, task.partition, last + 1n);
-    });
-    produced();
-    if (task.store) task.store.apply(tx, this.now());
-    end();
-    countStageRecords(processor.name, counts);
-    if (evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, evicted);
-    setConsumerLag(processor.name, this.input, task.partition, highWatermark, last + 1n);
-    processor.afterCommit?.(processed);
+    return { outputs, tx, counts, processed, evicted, last: chunk.at(-1)!.offset, highWatermark, end };
+  }
+
+  /**
+   * ONE Kafka transaction with a prepared chunk's outputs, dead letters, state changes and offset; then its writes go
+   * into the store. False when it failed: the member rejoins, and every partition is prepared again from committed state.
+   */
+  private async commitPrepared(task: PartitionTask<S>, c: Prepared<S>): Promise<boolean> {
+    const { processor } = this.deps;
+    try {
+      const produced = kafkaProduceDuration.startTimer({ producer: processor.name });
+      await task.producer.run(async (t) => {
+        await t.send([...c.outputs].map(([topic, records]) => ({ topic, records })));
+        await t.sendOffset(this.groupId, this.input, task.partition, c.last + 1n);
+      });
+      produced();
+    } catch (err) {
+      this.logger.error({ err, partition: task.partition }, 'transaction failed; rejoining the group');
+      this.restart();
+      return false;
+    }
+    if (task.store) task.store.apply(c.tx, this.now());
+    c.end();
+    countStageRecords(processor.name, c.counts);
+    if (c.evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, c.evicted);
+    setConsumerLag(processor.name, this.input, task.partition, c.highWatermark, c.last + 1n);
+    processor.afterCommit?.(c.processed);
+    return true;
   }
 
   /** One record decoded for the stage, or judged already (empty or undecodable: dead letters). */
