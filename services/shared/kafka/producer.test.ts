@@ -3,7 +3,7 @@ import { bySize, toMessages } from './producer.js';
 
 const record = (n: number, bytes: number) => ({ key: `k${n}`, value: Buffer.alloc(bytes, n % 256), headers: { 'stage-group': 'g' } });
 
-describe('a transaction\'s records cut into sends under the broker\'s record-batch limit', () => {
+describe('a transaction\'s records cut into sends under the broker\'s record-batch limit per topic', () => {
   it('keeps the order and every record, and no send passes the limit unless one record alone does', () => {
     const records = Array.from({ length: 50 }, (_, n) => record(n, n === 17 ? 5_000 : 300));
     const messages = toMessages([{ topic: 'events.deduped', records }]);
@@ -15,6 +15,22 @@ describe('a transaction\'s records cut into sends under the broker\'s record-bat
     }
     expect(runs.find((r) => r.some((m) => m.key!.toString() === 'k17'))).toHaveLength(1);
     expect(runs.length).toBeGreaterThan(5);
+  });
+
+  it('bounds each topic in a send: several topics share a send, each keeping its own order', () => {
+    const a = Array.from({ length: 20 }, (_, n) => record(n, 300));
+    const b = Array.from({ length: 20 }, (_, n) => record(100 + n, 300));
+    const runs = bySize(toMessages([{ topic: 'a', records: a }, { topic: 'b', records: b }]), 2_000);
+    // 20 records of ~370 bytes per topic: 5 per send and topic, so 4 sends for both topics, not 8.
+    expect(runs).toHaveLength(4);
+    for (const topic of ['a', 'b']) {
+      const list = topic === 'a' ? a : b;
+      expect(runs.flat().filter((m) => m.topic === topic).map((m) => m.key!.toString())).toEqual(list.map((r) => r.key));
+      for (const run of runs) {
+        const bytes = run.filter((m) => m.topic === topic).reduce((n, m) => n + m.value!.length, 0);
+        expect(bytes).toBeLessThanOrEqual(2_000);
+      }
+    }
   });
 
   it('one send when everything fits; none for nothing', () => {

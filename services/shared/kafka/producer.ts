@@ -149,7 +149,10 @@ export class IdempotentProducer {
   }
 }
 
-/** Payload bytes (keys, values, headers) of one send: under the broker's default 1 MiB per record batch, with room. */
+/**
+ * Payload bytes (keys, values, headers) of one topic in one send: the broker refuses a partition's record batch past
+ * the topic's max.message.bytes (1 MiB by default), and one topic's bytes bound each of its partitions' batches.
+ */
 const MAX_SEND_BYTES = 768 * 1024;
 
 const sizeOf = (m: ProducedMessage): number => {
@@ -158,23 +161,35 @@ const sizeOf = (m: ProducedMessage): number => {
   return n;
 };
 
-/** Messages cut into consecutive runs of at most `maxBytes` (a message larger than that alone goes alone). */
+/**
+ * Messages cut into as few sends as keep every topic's bytes in a send under `maxBytes` (a message larger than that
+ * goes alone in its topic's share of a send). Each topic's messages keep their order across the sends; send i holds the
+ * i-th run of every topic, so a chunk writing several topics does not pay a round trip per topic's run.
+ */
 export function bySize(messages: readonly ProducedMessage[], maxBytes: number): ProducedMessage[][] {
-  const runs: ProducedMessage[][] = [];
-  let run: ProducedMessage[] = [];
-  let bytes = 0;
+  const runsOf = new Map<string, ProducedMessage[][]>();
+  const bytesOf = new Map<string, number>();
   for (const m of messages) {
+    let runs = runsOf.get(m.topic);
+    if (!runs) runsOf.set(m.topic, (runs = [[]]));
     const size = sizeOf(m);
+    let run = runs.at(-1)!;
+    const bytes = bytesOf.get(m.topic) ?? 0;
     if (run.length > 0 && bytes + size > maxBytes) {
-      runs.push(run);
-      run = [];
-      bytes = 0;
+      runs.push((run = []));
+      bytesOf.set(m.topic, 0);
     }
     run.push(m);
-    bytes += size;
+    bytesOf.set(m.topic, (bytesOf.get(m.topic) ?? 0) + size);
   }
-  if (run.length > 0) runs.push(run);
-  return runs;
+  const sends: ProducedMessage[][] = [];
+  for (const runs of runsOf.values()) {
+    runs.forEach((run, i) => {
+      if (sends[i]) sends[i].push(...run);
+      else sends[i] = [...run];
+    });
+  }
+  return sends;
 }
 
 /**
