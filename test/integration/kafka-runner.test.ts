@@ -198,7 +198,7 @@ describe('zombie fencing (the transactional producer of one input partition)', (
   });
 });
 
-describe('failures inside a stage (in-process runner)', () => {
+describe('the runner in this process: poison records, bytes passed on, retention, chunks in flight', () => {
   let runner: KafkaStageRunner<unknown, unknown> | undefined;
   afterAll(async () => {
     await runner?.stop();
@@ -331,13 +331,6 @@ describe('failures inside a stage (in-process runner)', () => {
       expect(values[0]).toMatchObject({ v: 1, live: { request_id: expect.any(String) } });
       expect(values[1]).toBeNull(); // the tombstone
     }
-  });
-});
-
-describe('chunks in flight (in-process runner)', () => {
-  let runner: KafkaStageRunner<unknown, unknown> | undefined;
-  afterAll(async () => {
-    await runner?.stop();
   });
 
   it('a chunk processed while the one before it commits reads its writes: a counter per partition misses no record', async () => {
