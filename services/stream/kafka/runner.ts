@@ -333,7 +333,6 @@ export class KafkaStageRunner<V, S> implements StageRunner {
    */
   private async runChunks(task: PartitionTask<S>, batch: ConsumedBatch): Promise<void> {
     const size = this.deps.options.maxBatchRecords ?? 500;
-    const dbg = { t0: performance.now(), prep: 0, wait: 0 };
     const live = (): boolean => task.phase === 'ready' && !this.restarting && batch.isRunning();
     let inFlight: { readonly chunk: Prepared<S>; readonly committed: Promise<boolean> } | undefined;
     /** Waits for the chunk in flight; false when its transaction failed (the member is rejoining). */
@@ -341,10 +340,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       if (!inFlight) return true;
       const { chunk, committed } = inFlight;
       inFlight = undefined;
-      const w0 = performance.now();
-      const okc = await committed;
-      dbg.wait += performance.now() - w0;
-      if (!okc) return false;
+      if (!(await committed)) return false;
       batch.resolve(chunk.last);
       return true;
     };
@@ -355,9 +351,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         const overlay = inFlight && task.store ? new PendingOverlay(task.store, inFlight.chunk.tx) : undefined;
         let chunk: Prepared<S>;
         try {
-          const p0 = performance.now();
           chunk = await this.prepareChunk(task, records, batch.highWatermark, overlay);
-          dbg.prep += performance.now() - p0;
         } catch (err) {
           if (!(await settle())) return;
           if (err instanceof OutageError) {
@@ -387,7 +381,6 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       }
     } finally {
       await settle();
-      (await import('node:fs')).appendFileSync('/tmp/chunks.log', `${this.stage} ${batch.partition} ${batch.records.length} start=${Math.round(dbg.t0)} dur=${Math.round(performance.now() - dbg.t0)} prep=${Math.round(dbg.prep)} wait=${Math.round(dbg.wait)}\n`);
     }
   }
 
