@@ -46,13 +46,13 @@ export const CLICK_ID_PARAMS = ['ttclid', 'fbclid', 'gclid', 'gbraid', 'wbraid']
 export type ClickIdParam = (typeof CLICK_ID_PARAMS)[number];
 export type ClickIds = Readonly<Partial<Record<ClickIdParam, string>>>;
 
+/** The commerce fields that are strings as the sender sent them. */
+export const COMMERCE_STRING_FIELDS = ['currency', 'content_type', 'description', 'query'] as const;
+
 /**
  * The payload's well-known commerce fields (commerce.ts), in the order a platform record's `properties` lists them:
  * only those present with a plausible type.
  */
-/** The commerce fields that are strings as the sender sent them. */
-export const COMMERCE_STRING_FIELDS = ['currency', 'content_type', 'description', 'query'] as const;
-
 export interface Commerce {
   readonly value?: number;
   readonly currency?: string;

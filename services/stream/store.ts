@@ -204,12 +204,13 @@ export class PendingOverlay<S> {
   constructor(
     private readonly store: PartitionStateStore<S>,
     private pending: StoreTransaction<S> | undefined,
+    /** How many expired keys the pending batch tombstones (the store lists them as expired until it is applied). */
+    readonly pendingEvictions = 0,
   ) {}
 
   read(key: string): S | undefined {
-    const p = this.pending;
-    if (p?.has(key)) return p.written(key) ?? undefined;
-    return this.store.read(key);
+    const w = this.pending?.written(key);
+    return w === undefined ? this.store.read(key) : (w ?? undefined);
   }
 
   /** True when the pending batch wrote (or deleted) the key. */

@@ -78,7 +78,6 @@ function commerceFromAvro(a: AvroValue): Commerce {
   return out;
 }
 
-
 export const envelopeMapping: TopicMapping<EventEnvelope> = {
   schemaFile: 'event-envelope.avsc',
   toAvro(e) {

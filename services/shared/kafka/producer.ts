@@ -167,28 +167,20 @@ const sizeOf = (m: ProducedMessage): number => {
  * i-th run of every topic, so a chunk writing several topics does not pay a round trip per topic's run.
  */
 export function bySize(messages: readonly ProducedMessage[], maxBytes: number): ProducedMessage[][] {
-  const runsOf = new Map<string, ProducedMessage[][]>();
-  const bytesOf = new Map<string, number>();
+  const byTopic = new Map<string, { runs: ProducedMessage[][]; bytes: number }>();
   for (const m of messages) {
-    let runs = runsOf.get(m.topic);
-    if (!runs) runsOf.set(m.topic, (runs = [[]]));
+    let t = byTopic.get(m.topic);
+    if (!t) byTopic.set(m.topic, (t = { runs: [[]], bytes: 0 }));
     const size = sizeOf(m);
-    let run = runs.at(-1)!;
-    const bytes = bytesOf.get(m.topic) ?? 0;
-    if (run.length > 0 && bytes + size > maxBytes) {
-      runs.push((run = []));
-      bytesOf.set(m.topic, 0);
+    if (t.runs.at(-1)!.length > 0 && t.bytes + size > maxBytes) {
+      t.runs.push([]);
+      t.bytes = 0;
     }
-    run.push(m);
-    bytesOf.set(m.topic, (bytesOf.get(m.topic) ?? 0) + size);
+    t.runs.at(-1)!.push(m);
+    t.bytes += size;
   }
   const sends: ProducedMessage[][] = [];
-  for (const runs of runsOf.values()) {
-    runs.forEach((run, i) => {
-      if (sends[i]) sends[i].push(...run);
-      else sends[i] = [...run];
-    });
-  }
+  for (const { runs } of byTopic.values()) runs.forEach((run, i) => (sends[i] ??= []).push(...run));
   return sends;
 }
 

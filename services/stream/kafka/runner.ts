@@ -348,7 +348,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       for (let i = 0; i < batch.records.length; i += size) {
         if (!live()) return;
         const records = batch.records.slice(i, i + size);
-        const overlay = inFlight && task.store ? new PendingOverlay(task.store, inFlight.chunk.tx) : undefined;
+        const overlay = inFlight && task.store ? new PendingOverlay(task.store, inFlight.chunk.tx, inFlight.chunk.evicted) : undefined;
         let chunk: Prepared<S>;
         try {
           chunk = await this.prepareChunk(task, records, batch.highWatermark, overlay);
@@ -464,8 +464,12 @@ export class KafkaStageRunner<V, S> implements StageRunner {
 
     let evicted = 0;
     if (task.store) {
-      for (const key of task.store.expired(this.now(), this.deps.options.maxEvictionsPerBatch ?? 1_000)) {
-        // Written again by this chunk, or by the chunk still committing (which may have tombstoned it already).
+      const max = this.deps.options.maxEvictionsPerBatch ?? 1_000;
+      // The chunk still committing tombstoned the oldest keys already (the store has them until it is applied): they
+      // are asked for beyond the limit, so they do not take this chunk's share.
+      for (const key of task.store.expired(this.now(), max + (overlay?.pendingEvictions ?? 0))) {
+        if (evicted >= max) break;
+        // Written again by this chunk, or by the chunk still committing.
         if (tx.has(key) || overlay?.wrote(key)) continue;
         tx.delete(key);
         evicted++;
