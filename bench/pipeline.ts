@@ -15,6 +15,8 @@
  *  2. max: a closed-loop burst sized for ~MAX_TARGET_SEC of pipeline work; throughput = conversions delivered /
  *     (last delivery − first 2xx). The gateway accepts faster than the stages drain, so this is the pipeline's drain
  *     rate while it shares its core with the gateway's intake;
+ *     Over it, each process's CPU (/proc: every role's process, the sandbox, Postgres, the broker) per conversion
+ *     delivered: where the pipeline's CPU goes, so what limits it is read off every run;
  *  3. half load: an open loop at 50% of that rate for HALF_SEC; latency of each conversion = sandbox received_at − its
  *     request's 2xx; p50/p99 over all of them.
  */
@@ -27,7 +29,7 @@ import { silentLogger } from '../services/shared/logger.js';
 import { TOPIC_SPECS, Topics, type TopicName } from '../services/shared/topics.js';
 import { GRAPH_SINK_STAGE } from '../services/enrich/identity/graph-sink.js';
 import { EVENTS_PER_REQUEST } from './gateway.js';
-import { freshDatabase, uniqueId } from './lib/infra.js';
+import { freshDatabase, infraPidFiles, uniqueId } from './lib/infra.js';
 import type { LoadResult } from './lib/load-worker.js';
 import { percentile } from './lib/load-worker.js';
 import {
@@ -45,6 +47,7 @@ import {
   type ServiceChild,
 } from './lib/proc.js';
 import { connectLikeABrowser } from '../test/sandbox/connect.js';
+import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js';
 import { summariseFile } from './lib/profile-summary.js';
 import { PROFILES_DIR, round, type BenchResult } from './lib/results.js';
 
@@ -302,6 +305,8 @@ export async function benchPipeline(
 
     // 2. max (with each stage's busy time over it, from the service's own metrics: which stage limits the drain)
     const stagesBefore = await stageTimes(service.metricsUrls);
+    const cpu = cpuReaders(runtime, service, perRole, setting.sandbox);
+    const cpuBefore = readAll(cpu);
     const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
     // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
     const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
@@ -309,6 +314,8 @@ export async function benchPipeline(
     const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
     log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
     const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrls), spanSec(max));
+    const cpuPerConversion = perConversion(cpuBefore, readAll(cpu), max.delivered.at.size);
+    log(`  CPU per conversion over the max phase (µs): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}`);
     log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
 
     // 3. half load
@@ -338,11 +345,12 @@ export async function benchPipeline(
         ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
         `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
         (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
-        (kafka ? ' What limits it (enrich\'s per-record SQL round trips): bench/README.md and bench/profiles/pipeline-kafka.md.' : ''),
+        `CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
+        `What limits it: bench/README.md and bench/profiles/pipeline-${runtime}.md.`,
       detail: {
         layout: service.layout,
         calibration: phaseDetail(cal),
-        max: { ...phaseDetail(max), latency: maxLat, stages },
+        max: { ...phaseDetail(max), latency: maxLat, stages, cpuUsPerConversion: cpuPerConversion },
         half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
       },
     };
@@ -358,6 +366,38 @@ export async function benchPipeline(
       log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profiled})`);
     }
   }
+}
+
+/**
+ * CPU seconds so far of each process the pipeline runs on: the service's (per role, or the one), the sandbox, Postgres
+ * and the broker (Kafka). The embedded runtime's store is a thread of the service's process and counted with it.
+ */
+function cpuReaders(runtime: 'embedded' | 'kafka', service: ServiceShape, perRole: boolean, sandbox: Child): Record<string, () => number> {
+  const of = (c: Child) => () => (c.child.pid ? processCpuSec(c.child.pid) : 0);
+  const readers: Record<string, () => number> = Object.fromEntries(service.children.map((c, i) => [perRole ? ROLE_PROCESSES[i]! : 'service', of(c)]));
+  readers.sandbox = of(sandbox);
+  const pids = infraPidFiles();
+  if (runtime === 'kafka') {
+    readers.postgres = postgresCpuReader(pidFromFile(pids.postgres));
+    const broker = pidFromFile(pids.broker);
+    if (broker) readers.broker = () => processCpuSec(broker);
+  }
+  return readers;
+}
+
+const readAll = (readers: Record<string, () => number>): Record<string, number> => Object.fromEntries(Object.entries(readers).map(([k, read]) => [k, read()]));
+
+/** µs of CPU per conversion of each process between two readings, and their total. */
+function perConversion(before: Record<string, number>, after: Record<string, number>, conversions: number): Record<string, number> {
+  const out: Record<string, number> = {};
+  let total = 0;
+  for (const k of Object.keys(after)) {
+    const us = ((after[k]! - (before[k] ?? 0)) * 1e6) / Math.max(1, conversions);
+    out[k] = Math.round(us);
+    total += us;
+  }
+  out.total = Math.round(total);
+  return out;
 }
 
 type Phase = { result: LoadResult; accepted: number; delivered: Delivered; oks: Map<number, number> };
