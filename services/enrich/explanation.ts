@@ -64,7 +64,7 @@ export async function saveExplanations(sql: Sql, conversions: readonly Conversio
   await sql.query(
     `INSERT INTO conversion_explanations (workspace_id, key_mode, event_id, record, explanation)
      SELECT workspace_id, key_mode, event_id, record, explanation
-     FROM json_to_recordset($1::json) AS t(workspace_id text, key_mode text, event_id text, record jsonb, explanation jsonb)
+     FROM json_to_recordset($1::json) AS t(workspace_id text, key_mode text, event_id text, record json, explanation json)
      ON CONFLICT (workspace_id, key_mode, event_id) DO UPDATE SET
        record = EXCLUDED.record, explanation = EXCLUDED.explanation, created_at = now()`,
     [

@@ -128,7 +128,7 @@ export class DeliveryRepo {
     await this.db.query(
       `INSERT INTO deliveries (workspace_id, destination_id, kind, event_id, outcome, attempts, payload, record, platform_answer, match_keys, match_quality, sent_at)
        SELECT $1, $2, $3, e, o, 1, p, r, a, k, q, CASE WHEN o = 'sent' THEN now() END
-       FROM unnest($4::text[], $5::text[], $6::jsonb[], $7::jsonb[], $8::jsonb[], $9::jsonb[], $10::double precision[]) AS t(e, o, p, r, a, k, q)
+       FROM unnest($4::text[], $5::text[], $6::json[], $7::json[], $8::json[], $9::jsonb[], $10::double precision[]) AS t(e, o, p, r, a, k, q)
        ON CONFLICT (workspace_id, destination_id, event_id) DO UPDATE SET
          outcome = EXCLUDED.outcome, attempts = deliveries.attempts + 1, payload = EXCLUDED.payload, record = EXCLUDED.record,
          platform_answer = EXCLUDED.platform_answer, match_keys = EXCLUDED.match_keys, match_quality = EXCLUDED.match_quality,

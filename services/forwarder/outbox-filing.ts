@@ -162,7 +162,7 @@ export async function fileIntoOutbox(
     const ins = await tx.query<{ workspace_id: string; event_id: string }>(
       `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at, request_id)
        SELECT w, e, s, p, t, r, to_timestamp(at / 1000.0), q
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[], $8::text[])
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::double precision[], $8::text[])
          AS u(w, e, s, p, t, r, at, q)
        ON CONFLICT (workspace_id, event_id) DO NOTHING
        RETURNING workspace_id, event_id`,

@@ -46,7 +46,10 @@ function matchParams(nodes: readonly GraphNode[]) {
   };
 }
 
-/** A platform record (forwarded or queued) that carries one of the person's identifiers. Parameters $2..$5. */
+/**
+ * A platform record (forwarded or queued) that carries one of the person's identifiers. Parameters $2..$5. `col` is a
+ * jsonb expression: the tables that keep records as json (migration 0016) pass theirs cast.
+ */
 const recordMatches = (col: string): string =>
   `(COALESCE(${col}->'user'->'email', '[]'::jsonb) ?| $2::text[] OR COALESCE(${col}->'user'->'phone', '[]'::jsonb) ?| $3::text[]
     OR COALESCE(${col}->'user'->'external_id', '[]'::jsonb) ?| $4::text[] OR ${col}->'user'->>'ttclid' = ANY($5::text[]))`;
@@ -85,9 +88,9 @@ export const outboxStep: ErasureStep = {
   store: 'outbox',
   async run(tx, s) {
     const p = params(s).slice(0, 5);
-    const queued = await count(tx, `DELETE FROM forward_outbox WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, p);
+    const queued = await count(tx, `DELETE FROM forward_outbox WHERE workspace_id = $1 AND ${recordMatches('record::jsonb')} RETURNING id`, p);
     // The workspace's other destinations queue copies of their own (forwarder/destinations).
-    const forDestinations = await count(tx, `DELETE FROM destination_outbox WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, p);
+    const forDestinations = await count(tx, `DELETE FROM destination_outbox WHERE workspace_id = $1 AND ${recordMatches('record::jsonb')} RETURNING id`, p);
     return queued + forDestinations;
   },
 };
@@ -148,13 +151,13 @@ export const eventLogStep: ErasureStep = {
 export const explanationsStep: ErasureStep = {
   store: 'why_records',
   run: (tx, s) =>
-    count(tx, `DELETE FROM conversion_explanations WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING event_id`, params(s).slice(0, 5)),
+    count(tx, `DELETE FROM conversion_explanations WHERE workspace_id = $1 AND ${recordMatches('record::jsonb')} RETURNING event_id`, params(s).slice(0, 5)),
 };
 
 /** The delivery records of the person's conversions, every destination's (their payloads carry the identifiers). */
 export const deliveriesStep: ErasureStep = {
   store: 'deliveries',
-  run: (tx, s) => count(tx, `DELETE FROM deliveries WHERE workspace_id = $1 AND ${recordMatches('record')} RETURNING id`, params(s).slice(0, 5)),
+  run: (tx, s) => count(tx, `DELETE FROM deliveries WHERE workspace_id = $1 AND ${recordMatches('record::jsonb')} RETURNING id`, params(s).slice(0, 5)),
 };
 
 /** The redaction list: the person's identifiers, salted-hashed, for replays and exports of the raw log. */

@@ -87,7 +87,7 @@ export async function fileIntoDestinations(
   const ins = await tx.query<{ workspace_id: string; event_id: string }>(
     `INSERT INTO destination_outbox (destination_id, workspace_id, event_id, event_source_id, test_event_code, record, received_at, request_id)
      SELECT d, w, e, p, t, r, to_timestamp(at / 1000.0), q
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::jsonb[], $7::double precision[], $8::text[])
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::double precision[], $8::text[])
        AS u(d, w, e, p, t, r, at, q)
      WHERE NOT EXISTS (
        SELECT 1 FROM destination_sent s WHERE s.destination_id = u.d AND s.event_id = u.e
