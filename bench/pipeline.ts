@@ -14,8 +14,7 @@
  *  1. calibration: a burst of CALIBRATION requests, delivered in full (warms every stage);
  *  2. max: a closed-loop burst sized for ~MAX_TARGET_SEC of pipeline work; throughput = conversions delivered /
  *     (last delivery − first 2xx). The gateway accepts faster than the stages drain, so this is the pipeline's drain
- *     rate while it shares its core with the gateway's intake;
- *     Over it, each process's CPU (/proc: every role's process, the sandbox, Postgres, the broker) per conversion
+ *     rate while it shares its core with the gateway's intake. Over it, each process's CPU (/proc: every role's process, the sandbox, Postgres, the broker) per conversion
  *     delivered: where the pipeline's CPU goes, so what limits it is read off every run;
  *  3. half load: an open loop at 50% of that rate for HALF_SEC; latency of each conversion = sandbox received_at − its
  *     request's 2xx; p50/p99 over all of them.
@@ -345,7 +344,7 @@ export async function benchPipeline(
         ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
         `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
         (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
-        `CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
+        ` CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
         `What limits it: bench/README.md and bench/profiles/pipeline-${runtime}.md.`,
       detail: {
         layout: service.layout,
