@@ -14,6 +14,7 @@ import { Topics } from '../shared/topics.js';
 import { recordDeadLetters, type DeadLetterEntry } from '../domain/dead-letter.js';
 import { readForwardingSetup, type ForwardingSetup } from '../domain/forwarding-setup.js';
 import { markDeliveriesDead, TIKTOK_DESTINATION_ID } from './delivery-repo.js';
+import { readyGroupsSql, type OutboxShape } from './outbox-ready.js';
 
 export interface OutboxRow {
   readonly id: number;
@@ -43,6 +44,9 @@ export interface ConversionDeadLetter {
   readonly failed_at: number;
 }
 
+/** A connection's outbox: its batches split by event source, pixel and test code (index forward_outbox_batch). */
+export const FORWARD_OUTBOX: OutboxShape = { table: 'forward_outbox', key: 'workspace_id', groups: ['event_source', 'event_source_id', 'test_event_code'] };
+
 const ms = (param: string): string => `(${param}::double precision * interval '1 millisecond')`;
 
 export class OutboxRepo {
@@ -54,11 +58,7 @@ export class OutboxRepo {
    */
   async readyGroup(workspaceId: string, lingerMs: number, batchSize: number): Promise<BatchGroup | null> {
     const r = await this.db.query<{ event_source: string; event_source_id: string; test_event_code: string }>(
-      `SELECT event_source, event_source_id, test_event_code FROM forward_outbox
-       WHERE workspace_id = $1
-       GROUP BY event_source, event_source_id, test_event_code
-       HAVING count(*) >= $3 OR min(enqueued_at) <= now() - ${ms('$2')}
-       ORDER BY min(id) LIMIT 1`,
+      `${readyGroupsSql(FORWARD_OUTBOX, '$1', ms('$2'), '$3')} ORDER BY first_id LIMIT 1`,
       [workspaceId, lingerMs, batchSize],
     );
     const row = r.rows[0];

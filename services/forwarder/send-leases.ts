@@ -6,6 +6,8 @@
 import type { Db, Sql } from '../shared/db/db.js';
 import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import type { ConnectionCredentials, LeasedConnection } from './connection-credentials.js';
+import { FORWARD_OUTBOX } from './outbox-repo.js';
+import { readyGroupsSql } from './outbox-ready.js';
 
 export class SendLeases {
   constructor(
@@ -23,8 +25,7 @@ export class SendLeases {
        WHERE c.status = 'connected' AND c.access_token_enc IS NOT NULL
          AND (c.send_not_before IS NULL OR c.send_not_before <= now())
          AND (c.send_lease_until IS NULL OR c.send_lease_until < now() OR c.send_lease_owner = $1)
-         AND (EXISTS (SELECT 1 FROM forward_outbox o WHERE o.workspace_id = c.workspace_id AND o.enqueued_at <= now() - ${ms(lingerMs)})
-              OR (SELECT count(*) FROM (SELECT 1 FROM forward_outbox o WHERE o.workspace_id = c.workspace_id LIMIT $3) AS w) >= $3)
+         AND EXISTS (${readyGroupsSql(FORWARD_OUTBOX, 'c.workspace_id', ms(lingerMs), '$3')})
        ORDER BY c.send_not_before NULLS FIRST LIMIT $2`,
       [owner, limit, batchSize],
     );

@@ -263,6 +263,31 @@ describe('ForwardSender', () => {
     await sendAll(ws);
   });
 
+  it('picks, of several batch groups, the one with the oldest first row among those ready', async () => {
+    const ws = await connected();
+    const put = async (pixel: string, testCode: string, n: number, age: string): Promise<void> => {
+      for (let i = 0; i < n; i++) {
+        await rig.db.query(
+          `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at, enqueued_at)
+           VALUES ($1, $2, 'WEB', $3, $4, '{}', now(), now() - $5::interval)`,
+          [ws, `${pixel}-${testCode}-${i}`, pixel, testCode, age],
+        );
+      }
+    };
+    await put('P1', '', 2, '0 s'); // neither full nor lingered
+    await put('P2', '', 3, '0 s'); // full
+    await put('P3', 'TEST1', 1, '1 hour'); // lingered, but its first row came last
+    expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P2', testEventCode: '' });
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).toContain(ws);
+    await rig.db.query("DELETE FROM forward_outbox WHERE workspace_id = $1 AND event_source_id = 'P2'", [ws]);
+    expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P3', testEventCode: 'TEST1' });
+    await rig.db.query("DELETE FROM forward_outbox WHERE workspace_id = $1 AND event_source_id = 'P3'", [ws]);
+    expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toBeNull();
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).not.toContain(ws);
+    expect(await rig.platform.outbox.readyGroup(ws, 0, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P1', testEventCode: '' });
+    await rig.db.query('DELETE FROM forward_outbox WHERE workspace_id = $1', [ws]);
+  });
+
   it('tokens that do not open (wrong CREDENTIALS_KEY): parked with the reason and a metric, no error loop, restored when they open', async () => {
     const ws = await connected();
     const cs = Array.from({ length: 2 }, () => conversion(ws));

@@ -12,6 +12,7 @@ import { newId } from '../../shared/ids.js';
 import type { ConnectionStatus } from '../connection-repo.js';
 import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters } from '../outbox-repo.js';
 import type { BatchGroup } from './kind.js';
+import { readyGroupsSql, type OutboxShape } from '../outbox-ready.js';
 import type { TokenCipher } from '../token-cipher.js';
 import type { DestinationKindName } from './kind.js';
 
@@ -55,6 +56,9 @@ export interface DestinationRow {
   readonly receivedAt: number;
   readonly requestId: string | null;
 }
+
+/** A destination's outbox: its batches split by pixel (or account) and test code (index destination_outbox_batch). */
+const DESTINATION_OUTBOX: OutboxShape = { table: 'destination_outbox', key: 'destination_id', groups: ['event_source_id', 'test_event_code'] };
 
 const ms = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
 const toDate = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string));
@@ -263,8 +267,7 @@ export class DestinationRepo {
        WHERE d.status = 'connected' AND d.access_token_enc IS NOT NULL
          AND (d.send_not_before IS NULL OR d.send_not_before <= now())
          AND (d.send_lease_until IS NULL OR d.send_lease_until < now() OR d.send_lease_owner = $1)
-         AND (EXISTS (SELECT 1 FROM destination_outbox o WHERE o.destination_id = d.id AND o.enqueued_at <= now() - ${ms(lingerMs)})
-              OR (SELECT count(*) FROM (SELECT 1 FROM destination_outbox o WHERE o.destination_id = d.id LIMIT $3) AS w) >= $3)
+         AND EXISTS (${readyGroupsSql(DESTINATION_OUTBOX, 'd.id', ms(lingerMs), '$3')})
        ORDER BY d.send_not_before NULLS FIRST LIMIT $2`,
       [owner, limit, batchSize],
     );
@@ -321,10 +324,7 @@ export class DestinationRepo {
 
   async readyGroup(id: string, lingerMs: number, batchSize: number): Promise<BatchGroup | null> {
     const r = await this.db.query<{ event_source_id: string; test_event_code: string }>(
-      `SELECT event_source_id, test_event_code FROM destination_outbox WHERE destination_id = $1
-       GROUP BY event_source_id, test_event_code
-       HAVING count(*) >= $2 OR min(enqueued_at) <= now() - ${ms(lingerMs)}
-       ORDER BY min(id) LIMIT 1`,
+      `${readyGroupsSql(DESTINATION_OUTBOX, '$1', ms(lingerMs), '$2')} ORDER BY first_id LIMIT 1`,
       [id, batchSize],
     );
     const row = r.rows[0];
