@@ -5,7 +5,7 @@
  * through their dead letters (`redrivable`). The TikTok path's destination is `tiktok`, the others' their id.
  */
 import type { Db, Sql } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
+import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import { Topics } from '../shared/topics.js';
 import type { Attempt, EventAnswer } from './destinations/deliver.js';
 import type { DestinationKindName, Outgoing } from './destinations/kind.js';
@@ -65,7 +65,6 @@ interface Row {
 
 const iso = (v: Date | string): string => new Date(v).toISOString();
 const json = (v: unknown): unknown => (typeof v === 'string' ? JSON.parse(v) : v);
-const ms = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
 
 /** The filter as SQL over `deliveries d`, its parameters numbered from `first`. */
 function where(workspaceId: string, f: DeliveryFilter, first = 1): { sql: string; values: unknown[] } {

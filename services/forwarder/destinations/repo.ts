@@ -7,7 +7,7 @@
  */
 import { recordActivity } from '../../domain/activity.js';
 import type { PlatformEventRecord } from '../../domain/conversion.js';
-import { toNumber, type Db, type Sql } from '../../shared/db/db.js';
+import { msInterval as ms, toNumber, type Db, type Sql } from '../../shared/db/db.js';
 import { newId } from '../../shared/ids.js';
 import type { ConnectionStatus } from '../connection-repo.js';
 import { conversionLetter, deadLetterExpired, sourceEventOf, writeConversionLetters } from '../outbox-repo.js';
@@ -60,7 +60,6 @@ export interface DestinationRow {
 /** A destination's outbox: its batches split by pixel (or account) and test code (index destination_outbox_batch). */
 const DESTINATION_OUTBOX: OutboxShape = { table: 'destination_outbox', key: 'destination_id', groups: ['event_source_id', 'test_event_code'] };
 
-const ms = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
 const toDate = (v: unknown): Date | null => (v === null || v === undefined ? null : new Date(v as string));
 const aad = (destinationId: string): string => `${destinationId}:access`;
 const refreshAad = (destinationId: string): string => `${destinationId}:refresh`;
