@@ -1,16 +1,19 @@
 /**
- * The read_committed check of the consumer decision (docs/decisions.md, "The consumers stay on kafkajs"), run by hand, not by `make bench`:
+ * The read_committed check of the consumer decision (docs/decisions.md, "The consumers on @platformatic/kafka"), run by hand, not by `make bench`:
  * `node dist/bench/kafka-read-committed.js` (KAFKA_BROKERS from the environment or infra/local/.env's default).
  *
  * Does a client's read_committed consumer deliver records of aborted transactions? On fresh one-partition topics, a
- * transactional producer writes the cases below; then @platformatic/kafka's own consumer and kafkajs' read each topic
- * from the start with a fresh group, and the aborted records each delivered are counted (every one is a defect).
- * test/integration/kafka-read-committed.test.ts holds the service's GroupConsumer to the same cases; this script
- * re-checks a new release of the other client before anyone ports GroupConsumer onto it.
+ * transactional producer writes the cases below; then @platformatic/kafka's own consumer (its `consume()` stream) and
+ * the service's GroupConsumer (the client's fetch, aborted records dropped by services/shared/kafka/read-committed.ts)
+ * read each topic from the start with a fresh group, and the aborted records each delivered are counted (every one
+ * is a defect). test/integration/kafka-read-committed.test.ts holds GroupConsumer to the same cases; this script tells
+ * whether a new release's own filter is right (then read-committed.ts could go).
  */
 import { randomUUID } from 'node:crypto';
 import { Consumer, Producer, stringDeserializers, stringSerializers } from '@platformatic/kafka';
-import { Kafka, logLevel } from 'kafkajs';
+import { GroupConsumer } from '../services/shared/kafka/consumer.js';
+import { KafkaConnection } from '../services/shared/kafka/client.js';
+import { silentLogger } from '../services/shared/logger.js';
 
 const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:19092').split(',');
 const PAD = 'x'.repeat(1_000);
@@ -92,32 +95,29 @@ async function readPlatformatic(topic: string, maxBytes: number, committed: numb
   return seen;
 }
 
-async function readKafkajs(topic: string, maxBytes: number, committed: number): Promise<string[]> {
-  const consumer = new Kafka({ brokers, logLevel: logLevel.NOTHING }).consumer({
-    groupId: `read-committed-check-${randomUUID()}`,
-    maxBytes,
-    maxBytesPerPartition: maxBytes,
-    maxWaitTimeInMs: 200,
-    readUncommitted: false,
-  });
+/** The service's own member (services/shared/kafka/consumer.ts), as the stages read. */
+async function readService(topic: string, maxBytes: number, committed: number): Promise<string[]> {
   const seen: string[] = [];
-  await consumer.connect();
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => (done = resolve));
+  const consumer = new GroupConsumer(new KafkaConnection({ brokers, clientId: 'read-committed-check' }, silentLogger), {
+    groupId: `read-committed-check-${randomUUID()}`,
+    topics: [topic],
+    maxBytesPerPartition: maxBytes,
+    onAssigned: () => undefined,
+    onBatch: async (batch) => {
+      for (const r of batch.records) seen.push(r.value!.toString().split('|')[0]!);
+      batch.resolve(batch.records.at(-1)!.offset);
+      if (seen.filter((v) => v === 'commit').length >= committed) done();
+    },
+  });
+  const timer = setTimeout(done, 10_000);
   try {
-    await consumer.subscribe({ topics: [topic], fromBeginning: true });
-    await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, 10_000);
-      void consumer.run({
-        eachMessage: async ({ message }) => {
-          seen.push(message.value!.toString().split('|')[0]!);
-          if (seen.filter((v) => v === 'commit').length >= committed) {
-            clearTimeout(timer);
-            resolve();
-          }
-        },
-      });
-    });
+    await consumer.start();
+    await finished;
   } finally {
-    await consumer.disconnect();
+    clearTimeout(timer);
+    await consumer.stop();
   }
   return seen;
 }
@@ -128,11 +128,11 @@ for (const c of CASES) {
   const topic = `read-committed-check-${randomUUID()}`;
   const committed = await write(topic, c.steps);
   const p = await readPlatformatic(topic, c.maxBytes, committed);
-  const k = await readKafkajs(topic, c.maxBytes, committed);
+  const k = await readService(topic, c.maxBytes, committed);
   defects += aborted(p) + aborted(k);
   log(c.name);
-  log(`  @platformatic/kafka: ${p.length} delivered, ${aborted(p)} of them aborted (committed: ${committed})`);
-  log(`  kafkajs:             ${k.length} delivered, ${aborted(k)} of them aborted (committed: ${committed})`);
+  log(`  @platformatic/kafka:  ${p.length} delivered, ${aborted(p)} of them aborted (committed: ${committed})`);
+  log(`  the service's member: ${k.length} delivered, ${aborted(k)} of them aborted (committed: ${committed})`);
 }
 log(defects === 0 ? 'no aborted record delivered' : `${defects} aborted records delivered`);
 process.exit(defects === 0 ? 0 : 1);

@@ -4,7 +4,7 @@
  * bounded (a few retries, then an error), and it is rebuilt after any failed send: kafkajs rolls its sequence numbers
  * back after a failure even when the broker did write the batch.
  */
-import { Partitioners, type Producer as KafkajsProducer } from 'kafkajs';
+import { Kafka, logLevel, Partitioners, type Producer as KafkajsProducer } from 'kafkajs';
 import type { KafkaConnection } from '../../services/shared/kafka/client.js';
 import type { TopicRecords } from '../../services/shared/kafka/producer.js';
 
@@ -41,7 +41,14 @@ export class KafkajsIdempotentProducer {
   private async current(): Promise<KafkajsProducer> {
     if (this.producer) return this.producer;
     this.connecting ??= (async () => {
-      const p = this.connection.kafka.producer({
+      const kafka = new Kafka({
+        clientId: this.connection.clientIdFor('kafkajs'),
+        brokers: [...this.connection.settings.brokers],
+        connectionTimeout: 1_000,
+        requestTimeout: 10_000,
+        logLevel: logLevel.NOTHING,
+      });
+      const p = kafka.producer({
         idempotent: true,
         maxInFlightRequests: 1,
         createPartitioner: Partitioners.DefaultPartitioner,

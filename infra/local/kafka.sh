@@ -212,12 +212,12 @@ cmd_topics() {
   log "kafka: topics ok ($created created, $(grep -c . <<<"$spec") declared)"
 }
 
-# Once per formatted storage: create/load the internal topics and check transactions (kafkajs).
+# Once per formatted storage: create/load the internal topics and check transactions (@platformatic/kafka).
 cmd_warmup() {
   ready || die "kafka: not running (start it first)"
   [[ -f "$KDIR/warmup.done" ]] && return 0
-  if ! (cd "$REPO_ROOT" && node -e "require.resolve('kafkajs')" >/dev/null 2>&1); then
-    log "kafka: kafkajs not installed in the repo, skipping warmup"; return 0
+  if [[ ! -f "$REPO_ROOT/node_modules/@platformatic/kafka/dist/index.js" ]]; then
+    log "kafka: @platformatic/kafka not installed in the repo, skipping warmup"; return 0
   fi
   node "$LOCAL_DIR/kafka-warmup.mjs" "$REPO_ROOT" "$KAFKA_BROKERS" || die "kafka: warmup (transactional producer) failed"
   touch "$KDIR/warmup.done"

@@ -169,7 +169,6 @@ export class KafkaAdmin {
     });
   }
 
-  /** Deletes consumer groups (empty ones: throw-away readers, finished test runs); unknown groups are ignored. */
   /** Deletes topics and creates them again empty, as `specs` says (compacted topics refuse DeleteRecords). */
   async recreateTopics(specs: readonly TopicSpec[]): Promise<void> {
     const names = new Set(specs.map((s) => s.name));
@@ -181,9 +180,15 @@ export class KafkaAdmin {
     await this.ensureTopics(specs);
   }
 
+  /** Deletes consumer groups (empty ones: throw-away readers, finished test runs); unknown groups are ignored. */
   async deleteGroups(groupIds: readonly string[]): Promise<void> {
     if (groupIds.length === 0) return;
     await this.admin.deleteGroups({ groups: [...groupIds] }).catch(() => undefined);
+  }
+
+  /** The ids of the cluster's consumer groups. */
+  async listGroups(): Promise<string[]> {
+    return [...(await this.admin.listGroups()).keys()];
   }
 
   /** Whether the cluster answers a metadata request within `timeoutMs`. */

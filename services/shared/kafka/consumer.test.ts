@@ -1,18 +1,14 @@
 /** The co-partitioning assignor: partition p of every subscribed topic to the same member, whatever the member count. */
-import { AssignerProtocol } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { coPartitionedAssigner } from './consumer.js';
 
-const cluster = (partitions: Record<string, number>) =>
-  ({
-    findTopicPartitionMetadata: (topic: string) => Array.from({ length: partitions[topic] ?? 0 }, (_, i) => ({ partitionId: i })),
-  }) as never;
+type Metadata = Parameters<typeof coPartitionedAssigner>[3];
 
 async function assign(memberIds: string[], topics: Record<string, number>) {
-  const assigner = coPartitionedAssigner({ cluster: cluster(topics), groupId: 'g', logger: undefined as never });
-  const members = memberIds.map((memberId) => ({ memberId, memberMetadata: Buffer.alloc(0) }));
-  const result = await assigner.assign({ members, topics: Object.keys(topics) });
-  return new Map(result.map((r) => [r.memberId, AssignerProtocol.MemberAssignment.decode(r.memberAssignment)!.assignment]));
+  const metadata = { topics: new Map(Object.entries(topics).map(([t, n]) => [t, { partitionsCount: n }])) } as unknown as Metadata;
+  const members = new Map(memberIds.map((memberId) => [memberId, { memberId }])) as unknown as Parameters<typeof coPartitionedAssigner>[1];
+  const result = coPartitionedAssigner(memberIds[0]!, members, new Set(Object.keys(topics)), metadata);
+  return new Map(result.map((r) => [r.memberId, Object.fromEntries([...r.assignments].map(([t, a]) => [t, a.partitions]))]));
 }
 
 describe('coPartitionedAssigner', () => {
