@@ -8,7 +8,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/processor.js';
 import type { EventEnvelope } from '../../services/domain/envelope.js';
-import { IdempotentProducer, ProducerFencedError, TransactionalProducer } from '../../services/shared/kafka/producer.js';
+import { GroupConsumer } from '../../services/shared/kafka/consumer.js';
+import { IdempotentProducer, ProducerFencedError, TransactionalProducer, type GroupMember } from '../../services/shared/kafka/producer.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';
 import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
@@ -140,7 +141,7 @@ describe('exactly once on Kafka', () => {
   });
 });
 
-describe('zombie fencing (the transactional producer of one input partition)', () => {
+describe('zombie fencing by transactional.id (a producer started again with its id)', () => {
   it('a newer producer with the same transactional.id aborts the zombie\'s open transaction; the zombie cannot commit', async () => {
     const ws = uniqueId('ws_zombie');
     const tid = `${kit.groupPrefix}${uniqueId('tid')}`;
@@ -193,6 +194,65 @@ describe('zombie fencing (the transactional producer of one input partition)', (
     let seen: string[] = [];
     await waitFor('the successor\'s record', async () => (seen = await read()).includes('after-1'), 15_000, 250).catch(() => undefined);
     expect(seen.sort()).toEqual(['after-1', 'before-1', 'before-2']);
+    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
+    await kit.admin.deleteGroups([groupId]);
+  });
+});
+
+describe('zombie fencing by group generation (KIP-447: one transactional producer per member)', () => {
+  it('a member whose group moved to a newer generation cannot commit offsets; its records never show; the current generation can', async () => {
+    const ws = uniqueId('ws_gen');
+    const groupId = `${kit.groupPrefix}${uniqueId('gen')}`;
+    const from = await kit.ends(Topics.eventsDeduped);
+    const records = (keys: readonly string[]) => [
+      { topic: Topics.eventsDeduped, records: envelopes(ws, keys).map((e) => ({ ...keyed(e), value: kit.serde.encode(Topics.eventsDeduped, e) })) },
+    ];
+    const generations: Array<{ readonly who: string; readonly member: GroupMember }> = [];
+    const member = (who: string) =>
+      new GroupConsumer(kit.connection, {
+        groupId,
+        topics: [Topics.eventsRaw],
+        onAssigned: (_assignment, m) => void generations.push({ who, member: m }),
+        // Nothing is read for real: every partition stays paused.
+        onBatch: async () => undefined,
+      });
+    const a = member('a');
+    await a.start();
+    a.pause(Topics.eventsRaw, [...Array(8).keys()]);
+    const old = generations.find((g) => g.who === 'a')!.member;
+    // A second member joins: the group moves to a newer generation (a's client rejoins it by itself).
+    const b = member('b');
+    await b.start();
+    b.pause(Topics.eventsRaw, [...Array(8).keys()]);
+    await waitFor('a newer generation', async () => generations.some((g) => g.member.generationId > old.generationId), 30_000, 100);
+
+    const zombie = new TransactionalProducer(kit.connection, `${kit.groupPrefix}${uniqueId('tid')}`);
+    await zombie.init();
+    const outcome = await zombie
+      .run(async (tx) => {
+        await tx.send(records(['zombie-1']));
+        await tx.sendOffset(groupId, Topics.eventsRaw, 0, 9n, old);
+      })
+      .then(() => 'committed', (err: unknown) => err);
+    expect(outcome, 'the offsets of the older generation were accepted').toBeInstanceOf(Error);
+    await zombie.close();
+
+    const current = generations.filter((g) => g.who === 'b').at(-1)!.member;
+    const live = new TransactionalProducer(kit.connection, `${kit.groupPrefix}${uniqueId('tid')}`);
+    await live.init();
+    await live.run(async (tx) => {
+      await tx.send(records(['live-1']));
+      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 7n, current);
+    });
+    await live.close();
+    await a.stop();
+    await b.stop();
+
+    const read = async (): Promise<string[]> =>
+      (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key!);
+    let seen: string[] = [];
+    await waitFor('the live member\'s record', async () => (seen = await read()).includes('live-1'), 15_000, 250).catch(() => undefined);
+    expect(seen).toEqual(['live-1']);
     expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
     await kit.admin.deleteGroups([groupId]);
   });

@@ -9,6 +9,7 @@
  */
 import { Consumer, FetchIsolationLevels, type GroupAssignment, type GroupPartitionsAssigner } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
+import type { GroupMember } from './producer.js';
 import { committedBatches, type AbortedTransaction, type FetchedBatch } from './read-committed.js';
 import { withRetries, type Backoff } from '../retry.js';
 
@@ -53,8 +54,11 @@ export interface GroupConsumerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Most bytes one fetch returns of one partition (default 1 MiB): how large a batch can be. */
   readonly maxBytesPerPartition?: number;
-  /** Called synchronously when this member joined a generation, before its first fetch. */
-  onAssigned(assignment: Assignment, memberId: string): void;
+  /**
+   * Called synchronously when this member joined a generation, before its first fetch (and with an empty assignment
+   * when it lost its group). `member` is what KIP-447 offsets carry (TransactionScope.sendOffset).
+   */
+  onAssigned(assignment: Assignment, member: GroupMember): void;
   onBatch(batch: ConsumedBatch): Promise<void>;
   /**
    * Called after every processed batch, including batches that held only transaction markers or aborted records
@@ -144,7 +148,7 @@ export class GroupConsumer {
   /** Counts generations seen (joins, and losing the group): a batch of an older one is no longer running. */
   private joins = 0;
   private rebalancing = false;
-  private pending: { readonly memberId: string; readonly assignments: readonly GroupAssignment[] } | undefined;
+  private pending: { readonly member: GroupMember; readonly assignments: readonly GroupAssignment[] } | undefined;
   private owned = new Map<string, Owned>();
   private readonly paused = new Set<string>();
   private wake: (() => void) | undefined;
@@ -180,10 +184,10 @@ export class GroupConsumer {
       ...(this.opts.coPartitioned ? { partitionAssigner: coPartitionedAssigner } : {}),
     });
     this.client = client;
-    client.on('consumer:group:join', (p: { memberId: string; assignments: GroupAssignment[] | null }) => {
+    client.on('consumer:group:join', (p: { memberId: string; generationId: number; assignments: GroupAssignment[] | null }) => {
       this.joins++;
       this.rebalancing = false;
-      this.pending = { memberId: p.memberId, assignments: p.assignments ?? [] };
+      this.pending = { member: { memberId: p.memberId, generationId: p.generationId }, assignments: p.assignments ?? [] };
       this.poke();
     });
     client.on('consumer:group:rebalance', () => {
@@ -257,7 +261,7 @@ export class GroupConsumer {
     if (this.stopped || this.client !== client) return;
     this.opts.onCrash?.(err);
     this.joins++;
-    this.pending = { memberId: client.memberId ?? '', assignments: [] };
+    this.pending = { member: { memberId: client.memberId ?? '', generationId: -1 }, assignments: [] };
     this.poke();
     if (this.rejoining) return;
     const signal = this.revival.signal;
@@ -287,7 +291,7 @@ export class GroupConsumer {
       for (const p of partitions) owned.set(key(a.topic, p), { topic: a.topic, partition: p, position: undefined, seeks: 0 });
     }
     this.owned = owned;
-    this.opts.onAssigned(assignment, join.memberId);
+    this.opts.onAssigned(assignment, join.member);
   }
 
   private async run(client: Consumer): Promise<void> {

@@ -37,8 +37,18 @@ export interface TopicRecords {
 /** What a transaction body may do: send records and mark a consumer group's input offset as consumed. */
 export interface TransactionScope {
   send(batches: readonly TopicRecords[]): Promise<void>;
-  /** The group's next offset to read on topic/partition, committed with the transaction. */
-  sendOffset(groupId: string, topic: string, partition: number, nextOffset: bigint): Promise<void>;
+  /**
+   * The group's next offset to read on topic/partition, committed with the transaction. With `member` (the consumer
+   * member whose generation read the records, KIP-447) the group's coordinator refuses it once the group has moved to
+   * a newer generation, so a member that lost the partition cannot commit for it; without, any producer can.
+   */
+  sendOffset(groupId: string, topic: string, partition: number, nextOffset: bigint, member?: GroupMember): Promise<void>;
+}
+
+/** A consumer group member in one generation. */
+export interface GroupMember {
+  readonly memberId: string;
+  readonly generationId: number;
 }
 
 export class ProducerFencedError extends ServiceError {
@@ -185,9 +195,9 @@ export function bySize(messages: readonly ProducedMessage[], maxBytes: number): 
 }
 
 /**
- * One transactional.id's producer (one per stage input partition). init() bumps the id's epoch, fencing any older
- * producer with the id and aborting its open transaction. Offsets go in the transaction without a group generation,
- * as pre-KIP-447 clients do: the fencing is by transactional.id, which is per input partition.
+ * One transactional.id's producer (the stage runner has one per group member). init() bumps the id's epoch, fencing
+ * any older producer with the id and aborting its open transaction. Offsets go in the transaction with the member's
+ * group generation (KIP-447): the group's coordinator refuses them from a member of an older generation.
  */
 export class TransactionalProducer {
   private producer: BufferProducer | undefined;
@@ -268,7 +278,7 @@ export class TransactionalProducer {
           // topic's max.message.bytes (1 MiB by default): a large chunk goes in several sends of one transaction.
           for (const part of bySize(toMessages(batches), MAX_SEND_BYTES)) await tx.send({ messages: part });
         },
-        sendOffset: async (groupId, topic, partition, nextOffset) => {
+        sendOffset: async (groupId, topic, partition, nextOffset, member) => {
           const coordinatorId = await this.coordinator(groupId);
           if (!groups.has(groupId)) {
             // The client only reads the group id of its "consumer" here (AddOffsetsToTxn).
@@ -276,12 +286,12 @@ export class TransactionalProducer {
             groups.add(groupId);
           }
           // addOffset commits `offset + 1` of a consumed message for the group in its metadata: the message of the
-          // last record consumed, without a generation (see the class comment).
+          // last record consumed, with the member's generation (or none: -1 and no member id).
           await tx.addOffset({
             topic,
             partition,
             offset: nextOffset - 1n,
-            metadata: { consumer: { groupId, generationId: -1, memberId: '', coordinatorId } },
+            metadata: { consumer: { groupId, generationId: member?.generationId ?? -1, memberId: member?.memberId ?? '', coordinatorId } },
           } as unknown as Parameters<Transaction['addOffset']>[0]);
         },
       });

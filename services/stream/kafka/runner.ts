@@ -2,25 +2,31 @@
  * The Kafka runtime's driver for one processor (the same contract as the embedded runner): a member of consumer
  * group `<prefix><processor.name>` on the processor's input, read_committed.
  *
- * Exactly once, per input partition p:
- *  - Each batch is ONE transaction of p's own transactional producer (`<group>-<input>-<p>`): outputs, dead letters,
- *    changelog records on partition p and the group's offset commit together or not at all.
- *  - Before any record of p is processed: the producer's init fences the previous owner, the store of p is restored
- *    from the changelog up to its end measured after the fencing, and the committed offset is read again (a zombie
- *    may have committed after the consumer fetched it). Only then is p resumed.
+ * Exactly once, per KIP-447 (Kafka Streams' exactly_once_v2):
+ *  - The member has ONE transactional producer (`<group>-<input>-<random id of this runner>`). A chunk of a batch of
+ *    input partition p (outputs, dead letters, changelog records on p, the group's offset for p) goes in one
+ *    transaction with the chunks of the member's other partitions that are ready at the same time, or not at all.
+ *  - The offsets carry the member's group generation: once the group has moved on (p may be another member's now),
+ *    the group's coordinator refuses them, and the transaction aborts. A zombie therefore never commits for p.
+ *  - Before any record of p is processed: the store of p is restored from the changelog up to its end (read_committed,
+ *    so an earlier owner's transaction still open is waited for: ended by that owner, or aborted by its timeout), and
+ *    the committed offset is read with requireStable (an offset of a transaction still open is waited for too). Only
+ *    then is p resumed.
  *  - A failed transaction is aborted and the member rejoins: every partition is prepared again from committed state,
- *    as it is on every new generation, so no partial or stale in-memory state is ever processed.
+ *    as it is on every new generation, so no partial or stale in-memory state is ever processed. A transaction that
+ *    failed because the generation moved on needs no rejoin: the new generation prepares every partition anyway.
  *  - A fetched batch is cut into chunks of one transaction each; chunk n+1 is processed while chunk n commits, reading
  *    chunk n's store writes through an overlay, and its transaction begins only after chunk n's committed. Its writes
  *    reach the store only then, so the store still holds committed state alone.
  * Poison records (a processor throwing MAX_ATTEMPTS times, output not fitting the schema, undecodable input) are
  * dead-lettered in the same transaction; an outage (database, registry, broker) is retried, never dead-lettered.
  */
+import { randomUUID } from 'node:crypto';
 import type { Db } from '../../shared/db/db.js';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
-import { TransactionalProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
+import { TransactionalProducer, type GroupMember, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
@@ -74,8 +80,6 @@ export interface KafkaRunnerDeps<V, S> {
 
 interface PartitionTask<S> {
   readonly partition: number;
-  /** Replaced by a fresh one when preparing fails (a closed producer cannot be reused). */
-  producer: TransactionalProducer;
   readonly store: PartitionStateStore<S> | undefined;
   phase: 'preparing' | 'ready' | 'closed';
   /** Next changelog offset to apply (the store holds everything before it). */
@@ -109,6 +113,13 @@ interface Prepared<S> {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * How long a transaction of this member may stay open before the broker aborts it: after a kill -9, the partitions it
+ * wrote to are read (read_committed) past its records only then. Kafka Streams' exactly-once default; a chunk's
+ * transaction takes ~0.1–0.2 s.
+ */
+const TRANSACTION_TIMEOUT_MS = 10_000;
+
 export class KafkaStageRunner<V, S> implements StageRunner {
   readonly stage: string;
   readonly groupId: string;
@@ -125,6 +136,14 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   private restartDelay = 500;
   private punctuateTimer: NodeJS.Timeout | undefined;
   private readonly gate = new BatchGate();
+  /** The member's transactional producer's id: one per runner, the same across its rejoins (KIP-447). */
+  private readonly transactionalId: string;
+  private producer: TransactionalProducer | undefined;
+  /** The generation the member's offsets are committed in (set on every assignment). */
+  private member: GroupMember | undefined;
+  /** Chunks waiting for the next transaction, and the transaction under way. */
+  private queued: Array<{ readonly partition: number; readonly chunk: Prepared<S>; readonly done: (err?: unknown) => void }> = [];
+  private committing: Promise<void> | undefined;
 
   constructor(private readonly deps: KafkaRunnerDeps<V, S>) {
     const { processor, connection, options } = deps;
@@ -135,6 +154,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     this.changelog = processor.store?.changelog;
     this.logger = options.logger.child({ stage: processor.name, group: this.groupId });
     this.now = options.now ?? Date.now;
+    this.transactionalId = `${this.groupId}-${this.input}-${randomUUID()}`;
   }
 
   /** Joins the group; resolves once the consumer runs (partitions are prepared in the background). */
@@ -193,23 +213,22 @@ export class KafkaStageRunner<V, S> implements StageRunner {
 
   // ---- assignment: fence, restore, re-read the committed offset, resume ---------------------------------------
 
-  private onAssigned(assignment: Assignment, memberId: string): void {
+  private onAssigned(assignment: Assignment, member: GroupMember): void {
     kafkaRebalances.inc({ group: this.groupId });
     const partitions = [...(assignment.get(this.input) ?? [])].sort((a, b) => a - b);
-    this.logger.info({ member: memberId, partitions }, 'partitions assigned');
+    this.logger.info({ member: member.memberId, generation: member.generationId, partitions }, 'partitions assigned');
+    this.member = member;
     const previous = this.tasks;
     this.tasks = new Map();
     for (const t of previous.values()) {
       t.phase = 'closed';
       t.onRestoreProgress?.();
-      void t.producer.close();
       if (!partitions.includes(t.partition)) consumerLag.remove({ stage: this.deps.processor.name, topic: this.input, partition: String(t.partition) });
     }
     const store = this.deps.processor.store;
     for (const p of partitions) {
       this.tasks.set(p, {
         partition: p,
-        producer: new TransactionalProducer(this.deps.connection, `${this.groupId}-${this.input}-${p}`),
         store: store ? (store.partitionStore?.() ?? new PartitionStore<S>({ ms: store.retentionMs, byPrefix: store.retentionByPrefix })) : undefined,
         phase: 'preparing',
         changelogPos: 0n,
@@ -228,7 +247,6 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     let delay = 200;
     while (task.phase === 'preparing' && !this.stopping) {
       try {
-        await task.producer.init();
         if (task.store && this.changelog) {
           const end = (await this.deps.admin.endOffsets(this.changelog)).get(task.partition);
           if (!end) throw new Error(`changelog ${this.changelog} has no partition ${task.partition} (co-partitioning broken)`);
@@ -251,10 +269,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       } catch (err) {
         if (task.phase !== 'preparing') return;
         this.logger.warn({ err, partition: task.partition }, 'preparing partition failed; retrying');
-        await task.producer.close();
         await sleep(delay);
         delay = Math.min(delay * 2, 5_000);
-        if (task.phase === 'preparing') task.producer = new TransactionalProducer(this.deps.connection, task.producer.transactionalId);
       }
     }
   }
@@ -370,7 +386,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         // NOTE: a chunk prepared but not committed leaves only its database writes, which a stage must make idempotent
         // (contract.ts): whoever owns the partition next processes the chunk again.
         if (!live()) return;
-        inFlight = { chunk, committed: this.commitPrepared(task, chunk) };
+        inFlight = { chunk, committed: this.commitPrepared(task, chunk, live) };
         if (i + size < batch.records.length) {
           try {
             await batch.heartbeat();
@@ -484,19 +500,19 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   }
 
   /**
-   * ONE Kafka transaction with a prepared chunk's outputs, dead letters, state changes and offset; then its writes go
-   * into the store. False when it failed: the member rejoins, and every partition is prepared again from committed state.
+   * A prepared chunk's outputs, dead letters, state changes and offset, committed in the member's next transaction
+   * (transact); then its writes go into the store. False when it failed: the member rejoins (unless the generation
+   * moved on, which prepares every partition again anyway).
    */
-  private async commitPrepared(task: PartitionTask<S>, c: Prepared<S>): Promise<boolean> {
+  private async commitPrepared(task: PartitionTask<S>, c: Prepared<S>, live: () => boolean): Promise<boolean> {
     const { processor } = this.deps;
     try {
-      const produced = kafkaProduceDuration.startTimer({ producer: processor.name });
-      await task.producer.run(async (t) => {
-        await t.send([...c.outputs].map(([topic, records]) => ({ topic, records })));
-        await t.sendOffset(this.groupId, this.input, task.partition, c.last + 1n);
-      });
-      produced();
+      await this.transact(task.partition, c);
     } catch (err) {
+      if (!live()) {
+        this.logger.info({ err, partition: task.partition }, 'a transaction of an older generation failed; the new one prepares the partition again');
+        return false;
+      }
       this.logger.error({ err, partition: task.partition }, 'transaction failed; rejoining the group');
       this.restart();
       return false;
@@ -508,6 +524,58 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     setConsumerLag(processor.name, this.input, task.partition, c.highWatermark, c.last + 1n);
     processor.afterCommit?.(c.processed);
     return true;
+  }
+
+  /**
+   * Resolves once `chunk` is committed in one of the member's transactions, together with the chunks of its other
+   * partitions that were ready meanwhile (one transaction at a time; a partition has at most one chunk waiting).
+   */
+  private transact(partition: number, chunk: Prepared<S>): Promise<void> {
+    return new Promise((resolve, reject) => {
+      this.queued.push({ partition, chunk, done: (err) => (err === undefined ? resolve() : reject(err)) });
+      this.committing ??= this.commitQueued().finally(() => {
+        this.committing = undefined;
+      });
+    });
+  }
+
+  private async commitQueued(): Promise<void> {
+    while (this.queued.length > 0) {
+      // The chunks of other partitions that finish preparing in this turn of the event loop join this transaction.
+      await new Promise((r) => setImmediate(r));
+      const group = this.queued;
+      this.queued = [];
+      let failure: unknown;
+      try {
+        const member = this.member;
+        if (!member) throw new Error('no group generation to commit offsets in');
+        this.producer ??= new TransactionalProducer(this.deps.connection, this.transactionalId, { transactionTimeoutMs: TRANSACTION_TIMEOUT_MS });
+        const producer = this.producer;
+        await producer.init();
+        const produced = kafkaProduceDuration.startTimer({ producer: this.deps.processor.name });
+        await producer.run(async (t) => {
+          const outputs = new Map<TopicName, OutgoingRecord[]>();
+          for (const { chunk } of group) {
+            for (const [topic, records] of chunk.outputs) {
+              const list = outputs.get(topic);
+              if (list) list.push(...records);
+              else outputs.set(topic, [...records]);
+            }
+          }
+          await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
+          // NOTE: one after another: the client merges concurrent offset commits of a transaction into one.
+          for (const { partition, chunk } of group) await t.sendOffset(this.groupId, this.input, partition, chunk.last + 1n, member);
+        });
+        produced();
+      } catch (err) {
+        failure = err;
+        // A failed transaction leaves its producer unusable: the next one starts with InitProducerId again (same id).
+        const broken = this.producer;
+        this.producer = undefined;
+        await broken?.close();
+      }
+      for (const q of group) q.done(failure);
+    }
   }
 
   /** One record decoded for the stage, or judged already (empty or undecodable: dead letters). */
@@ -588,7 +656,10 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       t.phase = 'closed';
       t.onRestoreProgress?.();
     }
-    await Promise.all(tasks.map((t) => t.producer.close()));
+    await this.committing;
+    const producer = this.producer;
+    this.producer = undefined;
+    await producer?.close();
   }
 
   /** Lag of the owned partitions from the broker: end offset minus the group's committed offset. */
