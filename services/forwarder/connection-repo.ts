@@ -8,7 +8,7 @@
 import { recordActivity } from '../domain/activity.js';
 import { audit } from '../domain/audit-log.js';
 import type { Db, Sql } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
+import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import { ConnectionCredentials } from './connection-credentials.js';
 import type { TokenGrant } from './platform-client.js';
 import { refreshLeadMs, RefreshLeases } from './refresh-leases.js';
@@ -100,9 +100,9 @@ export class ConnectionRepo {
                                 access_token_enc, refresh_token_enc, access_expires_at, refresh_expires_at,
                                 refresh_due_at, connected_at, updated_at)
        VALUES ($1, 'connected', $2, $3, 1, $4::jsonb, $5::jsonb, $6, $7,
-               CASE WHEN $8::double precision IS NULL THEN NULL ELSE now() + $8 * interval '1 millisecond' END,
-               CASE WHEN $9::double precision IS NULL THEN NULL ELSE now() + $9 * interval '1 millisecond' END,
-               CASE WHEN $10::double precision IS NULL THEN NULL ELSE now() + $10 * interval '1 millisecond' END,
+               CASE WHEN $8::double precision IS NULL THEN NULL ELSE now() + ${ms('$8')} END,
+               CASE WHEN $9::double precision IS NULL THEN NULL ELSE now() + ${ms('$9')} END,
+               CASE WHEN $10::double precision IS NULL THEN NULL ELSE now() + ${ms('$10')} END,
                now(), now())
        ON CONFLICT (workspace_id) DO UPDATE SET
          status = 'connected', advertiser_id = EXCLUDED.advertiser_id, time_zone = EXCLUDED.time_zone,

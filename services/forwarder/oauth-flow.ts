@@ -8,6 +8,7 @@
  * unexpired, same browser), exchanges the code, reads the advertiser's time zone and stores the connection. A
  * replayed, expired, superseded, unknown or foreign-browser state is refused and changes nothing.
  */
+import { msInterval as ms } from '../shared/db/db.js';
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from '../shared/db/db.js';
 import { newId, sha256Hex } from '../shared/ids.js';
@@ -81,7 +82,7 @@ export class OAuthFlow {
       );
       const r = await tx.query<{ expires_at: unknown }>(
         `INSERT INTO oauth_states (state_hash, workspace_id, flow_id, code_verifier_enc, redirect_uri, expires_at, binding_hash)
-         VALUES ($1, $2, $3, $4, $5, now() + ($6::double precision * interval '1 millisecond'), $7)
+         VALUES ($1, $2, $3, $4, $5, now() + ${ms('$6')}, $7)
          RETURNING expires_at`,
         [
           stateHash,

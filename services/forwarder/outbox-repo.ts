@@ -6,7 +6,7 @@
  */
 import type { BatchGroup } from './destinations/kind.js';
 import type { Db, Sql } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
+import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import { conversionKey, type PlatformEventRecord } from '../domain/conversion.js';
 import { recordActivity } from '../domain/activity.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
@@ -47,7 +47,6 @@ export interface ConversionDeadLetter {
 /** A connection's outbox: its batches split by event source, pixel and test code (index forward_outbox_batch). */
 export const FORWARD_OUTBOX: OutboxShape = { table: 'forward_outbox', key: 'workspace_id', groups: ['event_source', 'event_source_id', 'test_event_code'] };
 
-const ms = (param: string): string => `(${param}::double precision * interval '1 millisecond')`;
 
 export class OutboxRepo {
   constructor(private readonly db: Db) {}

@@ -83,10 +83,10 @@ export class RefreshLeases {
     const r = await this.db.query(
       `UPDATE connections SET
          access_token_enc = $4, refresh_token_enc = $5,
-         access_expires_at = CASE WHEN $6::double precision IS NULL THEN NULL ELSE now() + $6 * interval '1 millisecond' END,
+         access_expires_at = CASE WHEN $6::double precision IS NULL THEN NULL ELSE now() + ${ms('$6')} END,
          refresh_expires_at = CASE WHEN $7::double precision IS NULL THEN refresh_expires_at
-                                   ELSE now() + $7 * interval '1 millisecond' END,
-         refresh_due_at = CASE WHEN $8::double precision IS NULL THEN NULL ELSE now() + $8 * interval '1 millisecond' END,
+                                   ELSE now() + ${ms('$7')} END,
+         refresh_due_at = CASE WHEN $8::double precision IS NULL THEN NULL ELSE now() + ${ms('$8')} END,
          refresh_failures = 0, refresh_lease_owner = NULL, refresh_lease_until = NULL,
          last_refreshed_at = now(), status_reason = NULL, updated_at = now()
        WHERE workspace_id = $1 AND refresh_lease_owner = $2 AND generation = $3 AND status = 'connected'

@@ -5,7 +5,7 @@
  * attempts run out. Each attempt leases its row (next_attempt_at moves ahead first), so replicas never race.
  */
 import type { Db } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
+import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { retryDelayMs, type BackoffPolicy } from './backoff.js';
 import { classify } from './classify.js';
@@ -35,7 +35,7 @@ export class Revoker {
     const { db, cipher, client, logger } = this.deps;
     const r = await db.query<{ workspace_id: string; access_token_enc: string; expired: boolean; attempts: unknown }>(
       `UPDATE platform_revocations SET attempts = attempts + 1,
-              next_attempt_at = now() + ($2::double precision * interval '1 millisecond')
+              next_attempt_at = now() + ${ms('$2')}
        WHERE id = $1 AND next_attempt_at <= now()
        RETURNING workspace_id, access_token_enc, attempts,
                  (token_expires_at IS NOT NULL AND token_expires_at <= now()) AS expired`,
@@ -78,7 +78,7 @@ export class Revoker {
     }
     const delay = retryDelayMs(attempts - 1, this.deps.backoff, c.kind === 'retry' ? c.retryAfterMs : null);
     await db.query(
-      `UPDATE platform_revocations SET next_attempt_at = now() + ($2::double precision * interval '1 millisecond'),
+      `UPDATE platform_revocations SET next_attempt_at = now() + ${ms('$2')},
               last_error = $3 WHERE id = $1`,
       [id, delay, reason.slice(0, 500)],
     );

@@ -6,6 +6,7 @@
  * (3 attempts), then the job is `failed` and its identifiers are cleared all the same. Both runtimes: everything an
  * erasure touches is in the database, and the Kafka topics are covered by the redaction list.
  */
+import { msInterval as ms } from '../shared/db/db.js';
 import { audit } from '../domain/audit-log.js';
 import type { Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
@@ -110,9 +111,9 @@ export class ErasureRepo {
     const r = await this.db.query<ErasureRow & { requested_ms: number }>(
       `UPDATE erasures SET status = 'running', started_at = now(), attempts = attempts + 1
        WHERE id = (SELECT id FROM erasures
-                   WHERE status = 'queued' OR (status = 'running' AND started_at < now() - ($1::double precision * interval '1 millisecond'))
+                   WHERE status = 'queued' OR (status = 'running' AND started_at < now() - ${ms('$1')})
                    ORDER BY requested_at LIMIT 1)
-         AND (status = 'queued' OR started_at < now() - ($1::double precision * interval '1 millisecond'))
+         AND (status = 'queued' OR started_at < now() - ${ms('$1')})
        RETURNING *, (extract(epoch from requested_at) * 1000)::float8 AS requested_ms`,
       [STALE_RUNNING_MS],
     );

@@ -4,6 +4,7 @@
  * a test-mode conversion with the same event_id is shown only when no live one exists. Past its retention it is
  * not shown even before the sweep deletes it.
  */
+import { msInterval as ms } from '../shared/db/db.js';
 import type { Db } from '../shared/db/db.js';
 import type { ConversionExplanation, PlatformEventRecord } from '../domain/conversion.js';
 import { Topics } from '../shared/topics.js';
@@ -41,7 +42,7 @@ export class ExplanationRepo {
        FROM conversion_explanations x
        LEFT JOIN forward_sent s ON s.workspace_id = x.workspace_id AND s.event_id = CASE WHEN x.key_mode = 'test' THEN 'test:' || x.event_id ELSE x.event_id END
        LEFT JOIN forward_outbox o ON o.workspace_id = x.workspace_id AND o.event_id = CASE WHEN x.key_mode = 'test' THEN 'test:' || x.event_id ELSE x.event_id END
-       WHERE x.workspace_id = $1 AND x.event_id = $2 AND x.created_at >= now() - ($3::double precision * interval '1 millisecond')
+       WHERE x.workspace_id = $1 AND x.event_id = $2 AND x.created_at >= now() - ${ms('$3')}
        ORDER BY x.key_mode = 'live' DESC LIMIT 1`,
       [workspaceId, eventId, this.retentionMs, Topics.conversionsDlq],
     );

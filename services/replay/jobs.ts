@@ -3,7 +3,7 @@
  * lease, read by the admin API. A job's counts and cursor move in the transaction of the chunk that produced them.
  */
 import type { Db, Sql } from '../shared/db/db.js';
-import { toNumber } from '../shared/db/db.js';
+import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import { rangeProgress, type Positions } from '../stream/range.js';
 
@@ -184,7 +184,7 @@ export class ReplayRepo {
   /** Takes the oldest job nobody holds (queued, or running under a lease that ran out), for `leaseMs`. */
   async claim(owner: string, leaseMs: number): Promise<ReplayJob | null> {
     const r = await this.db.query<Row>(
-      `UPDATE replay_jobs SET status = 'running', lease_owner = $1, lease_until = now() + $2::double precision * interval '1 millisecond',
+      `UPDATE replay_jobs SET status = 'running', lease_owner = $1, lease_until = now() + ${ms('$2')},
               started_at = COALESCE(started_at, now())
        WHERE id = (SELECT id FROM replay_jobs
                    WHERE status IN ('queued', 'running') AND (lease_until IS NULL OR lease_until < now())
@@ -198,7 +198,7 @@ export class ReplayRepo {
   /** Keeps the lease; false when the job is no longer this owner's to run (cancelled, or taken over). */
   async renew(id: string, owner: string, leaseMs: number): Promise<boolean> {
     const r = await this.db.query<{ id: string }>(
-      `UPDATE replay_jobs SET lease_until = now() + $3::double precision * interval '1 millisecond'
+      `UPDATE replay_jobs SET lease_until = now() + ${ms('$3')}
        WHERE id = $1 AND lease_owner = $2 AND status = 'running' RETURNING id`,
       [id, owner, leaseMs],
     );
@@ -235,7 +235,7 @@ export class ReplayRepo {
                         SELECT key AS k, value::text::bigint AS n FROM jsonb_each(dropped)
                         UNION ALL SELECT key, value::text::bigint FROM jsonb_each($8::jsonb)) AS both_counts
                       GROUP BY k) AS summed),
-         lease_until = now() + $9::double precision * interval '1 millisecond'
+         lease_until = now() + ${ms('$9')}
        WHERE id = $1`,
       [
         id,

@@ -54,5 +54,9 @@ export function toNumber(v: unknown): number {
   return typeof v === 'number' ? v : Number(v);
 }
 
-/** A SQL interval of `v` milliseconds, inlined (a number, never user input). */
-export const msInterval = (v: number): string => `(${Number(v)}::double precision * interval '1 millisecond')`;
+/**
+ * A SQL interval of `v` milliseconds: a number is inlined (never user input), a parameter reference (`'$2'`) is read as
+ * a double precision number of milliseconds.
+ */
+export const msInterval = (v: number | `$${number}`): string =>
+  `(${typeof v === 'number' ? Number(v) : v}::double precision * interval '1 millisecond')`;

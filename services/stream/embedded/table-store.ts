@@ -2,7 +2,7 @@
  * The embedded runtime's state store: rows of state_store, read once per batch for the keys a stage asks for, written
  * back with ONE upsert (and one delete for removed keys) in the batch's transaction, with its outputs and offset.
  */
-import type { Sql } from '../../shared/db/db.js';
+import { msInterval as ms, type Sql } from '../../shared/db/db.js';
 import { StoreTransaction } from '../store.js';
 
 /** A batch's store transaction over the table: reads go to the table once per key, writes wait for flushTableStore. */
@@ -73,7 +73,7 @@ export async function purgeStore(db: Sql, store: string, retentionMs: number, ch
   for (;;) {
     const r = await db.query<{ key: string }>(
       `DELETE FROM state_store WHERE store = $1 AND key IN (
-         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - $2::double precision * interval '1 millisecond' ${only} ${except}
+         SELECT key FROM state_store WHERE store = $1 AND updated_at < now() - ${ms('$2')} ${only} ${except}
          LIMIT $3)
        RETURNING key`,
       params,
