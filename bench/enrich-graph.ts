@@ -27,6 +27,7 @@ import { checkEnvelope } from '../services/domain/envelope-guard.js';
 import { graphOwnerKey, type EventEnvelope } from '../services/domain/envelope.js';
 import { writeForwardingSetup } from '../services/domain/forwarding-setup.js';
 import { TOPIC_MAPPINGS } from '../services/shared/kafka/avro-mapping.js';
+import { FramedAvroWriter } from '../services/shared/kafka/serde.js';
 import { repoRoot } from '../services/shared/repo-root.js';
 import { Topics, type TopicName } from '../services/shared/topics.js';
 import type { InputRecord, OutputRecord } from '../services/stream/contract.js';
@@ -75,14 +76,15 @@ function postgresCpuSec(): number {
   return total;
 }
 
-/** Avro encoders of the topics a batch produces to (the registry's framing is 5 bytes more a record). */
+/** Encoders of the topics a batch produces to, as the service's serde writes them (its writer; no registry: id 0). */
 function encoders(): (topic: TopicName, value: unknown) => number {
   const types = new Map<string, avro.Type>();
+  const writer = new FramedAvroWriter();
   return (topic, value) => {
     const mapping = TOPIC_MAPPINGS[topic];
     let type = types.get(topic);
     if (!type) types.set(topic, (type = avro.Type.forSchema(JSON.parse(readFileSync(join(repoRoot(), 'schemas', mapping.schemaFile), 'utf8')))));
-    return type.toBuffer(mapping.toAvro(value)).length + 5;
+    return writer.write(type, 0, mapping.toAvro(value)).length;
   };
 }
 

@@ -154,9 +154,31 @@ interface TopicCodec {
   readonly resolvers: Map<number, avro.Resolver>;
 }
 
-export class AvroSerde {
-  /** Scratch space for encode(); grows to the largest record seen. */
+/**
+ * Writes Avro values in the Confluent wire format (magic byte, schema id, body): encoded once into a reused scratch
+ * buffer after the 5-byte header, then copied out once. avsc's `toBuffer` encodes into a 1 KiB buffer and, for a larger
+ * value (most of ours), encodes again into one of the right size; with a concat for the header that is two encodings
+ * and two copies per record.
+ */
+export class FramedAvroWriter {
+  /** Grows to the largest record seen. */
   private scratch = Buffer.allocUnsafe(16 * 1024);
+
+  write(type: avro.Type, schemaId: number, avroValue: unknown): Buffer {
+    let end = type.encode(avroValue, this.scratch, 5);
+    if (end < 0) {
+      // avsc answers minus the bytes it still needed: grow and encode again.
+      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
+      end = type.encode(avroValue, this.scratch, 5);
+    }
+    this.scratch.writeUInt8(MAGIC_BYTE, 0);
+    this.scratch.writeInt32BE(schemaId, 1);
+    return Buffer.from(this.scratch.subarray(0, end));
+  }
+}
+
+export class AvroSerde {
+  private readonly writer = new FramedAvroWriter();
 
   private constructor(
     readonly registry: SchemaRegistryClient,
@@ -197,18 +219,7 @@ export class AvroSerde {
   /** Encodes a value in the Confluent wire format; throws when it does not fit the topic's schema. */
   encode(topic: TopicName, value: unknown): Buffer {
     const codec = this.codec(topic);
-    const avroValue = TOPIC_MAPPINGS[topic].toAvro(value);
-    // Encoded once into a reused scratch buffer after the 5-byte header, then copied out once (toBuffer + concat
-    // would allocate and copy twice per record).
-    let end = codec.type.encode(avroValue, this.scratch, 5);
-    if (end < 0) {
-      // avsc answers minus the bytes it still needed: grow and encode again.
-      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
-      end = codec.type.encode(avroValue, this.scratch, 5);
-    }
-    this.scratch.writeUInt8(MAGIC_BYTE, 0);
-    this.scratch.writeInt32BE(codec.id, 1);
-    return Buffer.from(this.scratch.subarray(0, end));
+    return this.writer.write(codec.type, codec.id, TOPIC_MAPPINGS[topic].toAvro(value));
   }
 
   /**
