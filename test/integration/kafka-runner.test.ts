@@ -49,6 +49,24 @@ async function produce(list: readonly EventEnvelope[]): Promise<void> {
   }
 }
 
+/** events.deduped records of a workspace's envelopes with these idempotency keys, as a transaction sends them. */
+function dedupedRecords(ws: string, keys: readonly string[]) {
+  return [{ topic: Topics.eventsDeduped, records: envelopes(ws, keys).map((e) => ({ ...keyed(e), value: kit.serde.encode(Topics.eventsDeduped, e) })) }];
+}
+
+/**
+ * The idempotency keys of the workspace on events.deduped since `from`, read_committed (as the next stage reads).
+ * The commit markers reach the partitions after EndTxn answers, so a read right after a commit may not see the last
+ * record yet: read until `last` shows (or 15 s), then the caller requires exactly what it expects.
+ */
+async function keysReadOnceShown(ws: string, from: Awaited<ReturnType<KafkaKit['ends']>>, last: string): Promise<string[]> {
+  const read = async (): Promise<string[]> =>
+    (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key!);
+  let seen: string[] = [];
+  await waitFor(`the record ${last}`, async () => (seen = await read()).includes(last), 15_000, 250).catch(() => undefined);
+  return seen;
+}
+
 /** The group has committed events.raw up to its end as it is now (after the test's records). */
 async function drainedNow(groupId: string): Promise<() => Promise<boolean>> {
   const upTo = await kit.ends(Topics.eventsRaw);
@@ -147,9 +165,7 @@ describe('zombie fencing by transactional.id (a producer started again with its 
     const tid = `${kit.groupPrefix}${uniqueId('tid')}`;
     const groupId = `${kit.groupPrefix}${uniqueId('g')}`;
     const from = await kit.ends(Topics.eventsDeduped);
-    const records = (keys: readonly string[]) => [
-      { topic: Topics.eventsDeduped, records: envelopes(ws, keys).map((e) => ({ ...keyed(e), value: kit.serde.encode(Topics.eventsDeduped, e) })) },
-    ];
+    const records = (keys: readonly string[]) => dedupedRecords(ws, keys);
 
     const zombie = new TransactionalProducer(kit.connection, tid);
     await zombie.init();
@@ -187,12 +203,7 @@ describe('zombie fencing by transactional.id (a producer started again with its 
 
     // read_committed (as the next stage reads): the zombie's open transaction never shows; the offsets are the
     // successor's, not the zombie's.
-    // The commit markers reach the partitions after EndTxn answers, so a read right after the commit may not see
-    // the successor's record yet: read until it shows, then require exactly these three.
-    const read = async (): Promise<string[]> =>
-      (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key!);
-    let seen: string[] = [];
-    await waitFor('the successor\'s record', async () => (seen = await read()).includes('after-1'), 15_000, 250).catch(() => undefined);
+    const seen = await keysReadOnceShown(ws, from, 'after-1');
     expect(seen.sort()).toEqual(['after-1', 'before-1', 'before-2']);
     expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
     await kit.admin.deleteGroups([groupId]);
@@ -204,9 +215,7 @@ describe('zombie fencing by group generation (KIP-447: one transactional produce
     const ws = uniqueId('ws_gen');
     const groupId = `${kit.groupPrefix}${uniqueId('gen')}`;
     const from = await kit.ends(Topics.eventsDeduped);
-    const records = (keys: readonly string[]) => [
-      { topic: Topics.eventsDeduped, records: envelopes(ws, keys).map((e) => ({ ...keyed(e), value: kit.serde.encode(Topics.eventsDeduped, e) })) },
-    ];
+    const records = (keys: readonly string[]) => dedupedRecords(ws, keys);
     const generations: Array<{ readonly who: string; readonly member: GroupMember }> = [];
     const member = (who: string) =>
       new GroupConsumer(kit.connection, {
@@ -248,10 +257,7 @@ describe('zombie fencing by group generation (KIP-447: one transactional produce
     await a.stop();
     await b.stop();
 
-    const read = async (): Promise<string[]> =>
-      (await kit.read<EventEnvelope>(Topics.eventsDeduped, from)).filter((r) => r.value.workspace_id === ws).map((r) => r.value.idempotency_key!);
-    let seen: string[] = [];
-    await waitFor('the live member\'s record', async () => (seen = await read()).includes('live-1'), 15_000, 250).catch(() => undefined);
+    const seen = await keysReadOnceShown(ws, from, 'live-1');
     expect(seen).toEqual(['live-1']);
     expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
     await kit.admin.deleteGroups([groupId]);

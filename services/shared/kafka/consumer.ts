@@ -1,7 +1,7 @@
 /**
  * A consumer group member, in the service's terms. Reads read_committed (records of open or aborted transactions
- * are never seen), never commits on its own (offsets are committed by the caller: inside a transaction with
- * sendOffsets, or with commit() after an idempotent side effect), and resolves a batch's records only when told.
+ * are never seen), never commits on its own (offsets are committed by the caller, inside a transaction with
+ * sendOffset), and resolves a batch's records only when told.
  *
  * Co-partitioning: a stage with a state store also subscribes to its changelog. The `co-partitioned` assigner gives
  * partition p of every subscribed topic to the same member (p modulo the sorted member list), so the member that
@@ -12,6 +12,7 @@ import type { KafkaConnection } from './client.js';
 import type { GroupMember } from './producer.js';
 import { committedBatches, type AbortedTransaction, type FetchedBatch } from './read-committed.js';
 import { withRetries, type Backoff } from '../retry.js';
+import { sleep } from '../sleep.js';
 
 /** Joining again after the client gave up on a rejoin (the broker gone longer than its retries): 1 s, doubling to 10 s. */
 const REJOIN_BACKOFF: Backoff = { firstMs: 1_000, maxMs: 10_000, attempts: Infinity };
@@ -151,7 +152,8 @@ export class GroupConsumer {
   private pending: { readonly member: GroupMember; readonly assignments: readonly GroupAssignment[] } | undefined;
   private owned = new Map<string, Owned>();
   private readonly paused = new Set<string>();
-  private wake: (() => void) | undefined;
+  /** Aborted to cut the fetch loop's wait short (a partition resumed, a generation joined, stop()). */
+  private wakeUp = new AbortController();
   private rejoining: Promise<void> | undefined;
   private revival = new AbortController();
 
@@ -223,11 +225,6 @@ export class GroupConsumer {
     o.seeks++;
   }
 
-  /** Commits the group's next offset outside any transaction (for consumers whose side effect is idempotent). */
-  async commit(topic: string, partition: number, nextOffset: bigint): Promise<void> {
-    await this.client?.commit({ offsets: [{ topic, partition, offset: nextOffset, leaderEpoch: -1 }] });
-  }
-
   /** Leaves the group after the batch in flight is done. */
   async stop(): Promise<void> {
     this.stopped = true;
@@ -242,18 +239,13 @@ export class GroupConsumer {
   }
 
   private poke(): void {
-    this.wake?.();
-    this.wake = undefined;
+    this.wakeUp.abort();
   }
 
-  private idle(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+  /** Waits `ms`, or until poked (a poke since the last wait ends this one at once). */
+  private async idle(ms: number): Promise<void> {
+    await sleep(ms, this.wakeUp.signal);
+    if (this.wakeUp.signal.aborted) this.wakeUp = new AbortController();
   }
 
   /** The client's rejoin failed: nothing is owned any more; join again after a backoff, until it works or stop(). */
@@ -321,7 +313,11 @@ export class GroupConsumer {
   /** Positions of newly owned partitions: the group's committed offset, else the log start. */
   private async position(client: Consumer, unknown: readonly Owned[]): Promise<void> {
     const byTopic = new Map<string, Owned[]>();
-    for (const o of unknown) byTopic.set(o.topic, [...(byTopic.get(o.topic) ?? []), o]);
+    for (const o of unknown) {
+      const list = byTopic.get(o.topic);
+      if (list) list.push(o);
+      else byTopic.set(o.topic, [o]);
+    }
     for (const [topic, list] of byTopic) {
       const partitions = list.map((o) => o.partition);
       const committed = (await client.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic) ?? [];
@@ -348,7 +344,9 @@ export class GroupConsumer {
       names.set(topic.id, o.topic);
       const node = byNode.get(leader) ?? new Map<string, Array<{ o: Owned; offset: bigint }>>();
       byNode.set(leader, node);
-      node.set(topic.id, [...(node.get(topic.id) ?? []), { o, offset: o.position }]);
+      const list = node.get(topic.id);
+      if (list) list.push({ o, offset: o.position });
+      else node.set(topic.id, [{ o, offset: o.position }]);
     }
     const perPartition = this.opts.maxBytesPerPartition ?? 1024 * 1024;
     const answers = await Promise.all(
@@ -408,9 +406,8 @@ export class GroupConsumer {
     const end = tail.firstOffset + BigInt(tail.lastOffsetDelta) + 1n;
     const records: ConsumedRecord[] = [];
     for (const b of committedBatches(batches, answer.abortedTransactions ?? [])) {
-      const first = (b as (typeof batches)[number]).firstTimestamp;
       for (const r of b.records) {
-        const rec = toRecord(o.topic, o.partition, { firstOffset: b.firstOffset, firstTimestamp: first }, r);
+        const rec = toRecord(o.topic, o.partition, b, r);
         if (rec.offset >= offset) records.push(rec);
       }
     }

@@ -33,15 +33,15 @@ function isAbortMarker(key: Buffer | null | undefined): boolean {
 }
 
 /** The batches of `batches` (one partition's, in offset order) holding committed or non-transactional records. */
-export function committedBatches<R extends { readonly key?: Buffer | null }>(
-  batches: readonly FetchedBatch<R>[],
+export function committedBatches<B extends FetchedBatch<{ readonly key?: Buffer | null }>>(
+  batches: readonly B[],
   aborted: readonly AbortedTransaction[],
-): FetchedBatch<R>[] {
+): B[] {
   if (aborted.length === 0) return batches.filter((b) => (b.attributes & CONTROL) === 0);
   const pending = [...aborted].sort((a, b) => (a.firstOffset < b.firstOffset ? -1 : a.firstOffset > b.firstOffset ? 1 : 0));
   const abortedProducers = new Set<bigint>();
   let next = 0;
-  const out: FetchedBatch<R>[] = [];
+  const out: B[] = [];
   for (const batch of batches) {
     const last = batch.firstOffset + BigInt(batch.lastOffsetDelta);
     while (next < pending.length && pending[next]!.firstOffset <= last) abortedProducers.add(pending[next++]!.producerId);

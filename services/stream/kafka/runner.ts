@@ -30,6 +30,7 @@ import { TransactionalProducer, type GroupMember, type OutgoingRecord } from '..
 import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
+import { sleep } from '../../shared/sleep.js';
 import {
   consumerLag,
   setConsumerLag,
@@ -111,7 +112,6 @@ interface Prepared<S> {
   readonly end: () => void;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /**
  * How long a transaction of this member may stay open before the broker aborts it: after a kill -9, the partitions it
