@@ -67,10 +67,11 @@ export function explainPersonalIdentifiers(
   );
   const sources: PersonalSource[] = [];
   const pick = (field: PersonalSource['field'], kinds: readonly string[], digest: (v: string) => string): readonly string[] | undefined => {
-    const of = nodes.filter((n) => kinds.includes(n.kind));
-    const values = list(of.map((n) => digest(n.value)));
+    // Each value digested once (a user id's SHA-256), not again per value looked up.
+    const of = nodes.filter((n) => kinds.includes(n.kind)).map((n) => ({ n, digest: digest(n.value) }));
+    const values = list(of.map((x) => x.digest));
     for (const value of values ?? []) {
-      const n = of.find((x) => digest(x.value) === value)!;
+      const { n } = of.find((x) => x.digest === value)!;
       sources.push({ field, value, node_kind: n.kind, first_seen_at: n.firstSeenAt, last_seen_at: n.lastSeenAt });
     }
     return values;

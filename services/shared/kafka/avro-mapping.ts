@@ -257,18 +257,17 @@ interface GraphChangesValue {
 
 export const identityChangesMapping: TopicMapping<GraphChangesValue> = {
   schemaFile: 'identity-changes.avsc',
-  toAvro: (c) => ({
-    ...c,
-    nodes: c.nodes.map(({ workspace_id: _w, key_mode: _k, ...row }) => row),
-    edges: c.edges.map(({ workspace_id: _w, key_mode: _k, ...row }) => row),
-  }),
+  // The row schemas have no workspace_id or key_mode: avsc writes a record's schema fields only, so the rows go as
+  // they are (no copy of each without the two).
+  toAvro: (c) => c,
   fromAvro: (a) => {
-    const scope = { workspace_id: a.workspace_id as string, key_mode: a.key_mode as string };
-    return {
-      ...(a as GraphChangesValue),
-      nodes: (a.nodes as AvroValue[]).map((row) => ({ ...row, ...scope })),
-      edges: (a.edges as AvroValue[]).map((row) => ({ ...row, ...scope })),
-    };
+    const { workspace_id, key_mode } = a as GraphChangesValue;
+    // The decoded rows are this record's own: they take the scope in place.
+    for (const row of [...(a.nodes as AvroValue[]), ...(a.edges as AvroValue[])]) {
+      row.workspace_id = workspace_id;
+      row.key_mode = key_mode;
+    }
+    return a as GraphChangesValue;
   },
 };
 
