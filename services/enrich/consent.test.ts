@@ -44,7 +44,7 @@ const MATRIX: Record<ConsentPurpose, Record<ConsentValue, Expected>> = {
   ad_personalization: { GRANTED: ALL, DENIED: ALL, UNSPECIFIED: ALL },
 };
 
-const PSEUDONYMOUS = ['client_id', 'session_id', 'ttclid'];
+const PSEUDONYMOUS = ['client_id', 'ttclid'];
 const PERSONAL = ['email_sha256', 'phone_e164_sha256', 'phone_numeric_sha256', 'user_id'];
 
 async function check(ws: string, envelope: unknown, expected: Expected, consent: Record<ConsentPurpose, ConsentValue>) {

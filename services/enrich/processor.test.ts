@@ -349,16 +349,32 @@ describe('enrich: the identity graph', () => {
     await run([pageView({ event_metadata: { identifiers: { organization: 'acme' } } }, { workspaceId: ws })]);
     const all = await nodes(ws);
     expect(all.map((n) => n.kind).sort()).toEqual(
-      ['client_id', 'email_sha256', 'organization', 'phone_e164_sha256', 'phone_numeric_sha256', 'session_id', 'ttclid', 'user_id'],
+      ['client_id', 'email_sha256', 'organization', 'phone_e164_sha256', 'phone_numeric_sha256', 'ttclid', 'user_id'],
     );
     const persons = all.filter((n) => n.kind !== 'organization');
     expect(new Set(persons.map((n) => n.cluster_id)).size).toBe(1);
     expect(all.find((n) => n.kind === 'organization')!.cluster_id).not.toBe(persons[0]!.cluster_id);
-    // From the user id to its lasting identifiers and the organisation; the session and the click id keep their cluster on their own nodes.
+    // From the user id to its lasting identifiers and the organisation; the click id keeps its cluster on its own node.
     const edges = await db.query<{ b_kind: string; a_kind: string }>('SELECT a_kind, b_kind FROM identity_edges WHERE workspace_id = $1', [ws]);
     expect(edges.rows.map((e) => [e.a_kind, e.b_kind].find((k) => k !== 'user_id')).sort()).toEqual(
       ['client_id', 'email_sha256', 'organization', 'phone_e164_sha256', 'phone_numeric_sha256'],
     );
+  });
+
+  it('two visitors whose sessions began in the same second stay two people', async () => {
+    // GA4's ga_session_id is the second a session began: strangers share it all the time.
+    const ws = await seedWorkspace(db);
+    const visitor = (client: string, email: string) =>
+      webEnvelope({
+        event_name: 'page_view',
+        event_data: { client_id: client, session_id: '1764000000', page_location: 'https://shop.example/' },
+        event_metadata: { identifiers: { user: undefined, email: { sha256_email: sha256(email) }, phone: undefined } },
+      }, { workspaceId: ws });
+    await run([visitor('laptop-a', 'a@example.com')]);
+    await run([visitor('laptop-b', 'b@example.com')]);
+    const all = await nodes(ws);
+    expect(all.map((n) => n.kind).sort()).toEqual(['client_id', 'client_id', 'email_sha256', 'email_sha256']);
+    expect(new Set(all.map((n) => n.cluster_id)).size).toBe(2);
   });
 
   it("a returning person's visit adds the edges of its new identifiers only; a merge adds all of its event's", async () => {

@@ -7,10 +7,10 @@ import { graphInputOf, isJunk, pageDataOf } from './identifiers.js';
 const kinds = (e: ReturnType<typeof webEnvelope>) => graphInputOf(e, consentDecision(e.consent)).nodes.map((x) => x.kind);
 
 describe('graph input of an event', () => {
-  it('takes every identifier, the session and the URL click id, best first', () => {
+  it('takes every identifier and the URL click id, best first; the session id is none', () => {
     const e = webEnvelope({ event_metadata: { identifiers: { organization: 'acme' } } });
     expect(kinds(e)).toEqual([
-      'user_id', 'email_sha256', 'phone_e164_sha256', 'phone_numeric_sha256', 'client_id', 'session_id', 'ttclid', 'organization',
+      'user_id', 'email_sha256', 'phone_e164_sha256', 'phone_numeric_sha256', 'client_id', 'ttclid', 'organization',
     ]);
     expect(graphInputOf(e, consentDecision(e.consent)).nodes.find((x) => x.kind === 'ttclid')?.value).toBe('E.C.P.abc123');
   });
@@ -18,8 +18,8 @@ describe('graph input of an event', () => {
   it.each([
     { flag: 'ad_storage', value: 'DENIED', kept: [], reason: 'consent_ad_storage' },
     { flag: 'ad_storage', value: 'UNSPECIFIED', kept: [], reason: 'consent_ad_storage' },
-    { flag: 'ad_user_data', value: 'DENIED', kept: ['client_id', 'session_id', 'ttclid'], reason: 'consent_ad_user_data' },
-    { flag: 'ad_user_data', value: 'UNSPECIFIED', kept: ['client_id', 'session_id', 'ttclid'], reason: 'consent_ad_user_data' },
+    { flag: 'ad_user_data', value: 'DENIED', kept: ['client_id', 'ttclid'], reason: 'consent_ad_user_data' },
+    { flag: 'ad_user_data', value: 'UNSPECIFIED', kept: ['client_id', 'ttclid'], reason: 'consent_ad_user_data' },
   ])('$flag $value keeps $kept', ({ flag, value, kept, reason }) => {
     const e = webEnvelope({ event_metadata: { consent: { [flag]: value } } });
     const input = graphInputOf(e, consentDecision(e.consent));
@@ -33,7 +33,6 @@ describe('graph input of an event', () => {
     { name: 'placeholder user id', over: { event_metadata: { identifiers: { user: 'null' } } }, gone: 'user_id' },
     { name: 'hash of an empty email', over: { event_metadata: { identifiers: { email: { sha256_email: sha256('') } } } }, gone: 'email_sha256' },
     { name: 'hash of "undefined"', over: { event_metadata: { identifiers: { email: { sha256_email: sha256('undefined') } } } }, gone: 'email_sha256' },
-    { name: 'placeholder session', over: { event_data: { session_id: '(not set)' } }, gone: 'session_id' },
   ])('drops junk: $name', ({ over, gone }) => {
     const e = webEnvelope(over as never);
     const input = graphInputOf(e, consentDecision(e.consent));
@@ -61,7 +60,7 @@ describe('graph input of an event', () => {
   it('the other platforms\' click ids of the URL join the graph beside ttclid, under the same consent', () => {
     const page_location = 'https://shop.example/p?ttclid=T1&fbclid=IwAR1&gclid=Cj0&wbraid=W1';
     const e = webEnvelope({ event_data: { page_location } });
-    const nodes = graphInputOf(e, consentDecision(e.consent)).nodes.filter((n) => n.kind !== 'user_id' && !n.kind.includes('sha256') && n.kind !== 'client_id' && n.kind !== 'session_id');
+    const nodes = graphInputOf(e, consentDecision(e.consent)).nodes.filter((n) => n.kind !== 'user_id' && !n.kind.includes('sha256') && n.kind !== 'client_id');
     expect(nodes).toEqual([
       { kind: 'ttclid', value: 'T1' },
       { kind: 'fbclid', value: 'IwAR1' },

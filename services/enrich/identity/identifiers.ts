@@ -65,7 +65,10 @@ function candidates(e: EventEnvelope): { nodes: GraphNode[]; unsupported: string
     else unsupported.push(id.alias ?? id.kind);
   }
   if (e.session?.client_id) nodes.push({ kind: 'client_id', value: e.session.client_id });
-  if (e.session?.session_id) nodes.push({ kind: 'session_id', value: e.session.session_id });
+  // NOTE: a session id is no node. It is unique only within its client: GA4's `ga_session_id` (what the server-side
+  // tag sends) is the second the session began, shared by everyone who arrived in that second, so as a node it fused
+  // strangers' clusters. Scoped by its client id it would link nothing the client id does not (a web event always
+  // carries both), and cost a state entry, a row and an edge per visit (docs/decisions.md).
   for (const [kind, value] of Object.entries(clickIdsOf(e))) nodes.push({ kind: kind as GraphKind, value });
   return { nodes, unsupported };
 }
