@@ -93,6 +93,12 @@ export interface Stage<V, S = never> {
   readonly name: string;
   readonly input: TopicName;
   readonly store?: StoreSpec<S>;
+  /**
+   * Records worth waiting for: a stage whose cost is per statement rather than per record (the graph sink, whose
+   * batch of change records becomes one upsert per table) lets the Kafka runtime's broker hold a fetch until this
+   * many bytes are there or this long has passed, so that its batches are larger. Default: fetches answer at once.
+   */
+  readonly gather?: { readonly minBytes: number; readonly maxWaitMs: number };
   /** Once, before the first batch (warm caches, check the database). */
   init?(deps: { readonly sql: Sql; readonly logger: Logger }): Promise<void>;
   /** One outcome per record, in order. Throwing means "this batch could not be processed" (error-policy.ts). */

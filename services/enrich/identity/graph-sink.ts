@@ -30,6 +30,9 @@ export function createGraphSinkStage(): Stage<unknown> {
   return {
     name: GRAPH_SINK_STAGE,
     input: Topics.identityChanges,
+    // A change record is one enrich chunk; a returning person is in many of them. Up to a second's records in one
+    // batch write each node once (the latest row), not once per chunk.
+    gather: { minBytes: 1024 * 1024, maxWaitMs: 1_000 },
     async processBatch(records, ctx) {
       const outcomes: Outcome[] = [];
       let run: GraphChanges[] = [];

@@ -55,6 +55,9 @@ export interface GroupConsumerOptions {
   readonly partitionsConsumedConcurrently?: number;
   /** Most bytes one fetch returns of one partition (default 1 MiB): how large a batch can be. */
   readonly maxBytesPerPartition?: number;
+  /** The broker holds a fetch until this many bytes are there (default 1) or maxWaitMs passed (default 200). */
+  readonly minBytes?: number;
+  readonly maxWaitMs?: number;
   /**
    * Called synchronously when this member joined a generation, before its first fetch (and with an empty assignment
    * when it lost its group). `member` is what KIP-447 offsets carry (TransactionScope.sendOffset).
@@ -177,7 +180,8 @@ export class GroupConsumer {
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
       autocommit: false,
       // Low fetch wait: a resumed partition (after a restore) is fetched soon, and records flow with low latency.
-      maxWaitTime: 200,
+      maxWaitTime: this.opts.maxWaitMs ?? 200,
+      minBytes: this.opts.minBytes ?? 1,
       maxBytes: Math.max(10 * 1024 * 1024, 4 * (this.opts.maxBytesPerPartition ?? 0)),
       connectTimeout: 1_000,
       timeout: 10_000,

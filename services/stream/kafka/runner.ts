@@ -200,6 +200,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       coPartitioned: this.changelog !== undefined,
       partitionsConsumedConcurrently: this.deps.options.partitionsConsumedConcurrently ?? 3,
       maxBytesPerPartition: this.deps.options.fetchBytesPerPartition ?? 1024 * 1024,
+      ...(this.deps.processor.gather ? { minBytes: this.deps.processor.gather.minBytes, maxWaitMs: this.deps.processor.gather.maxWaitMs } : {}),
       onAssigned: (assignment, memberId) => this.onAssigned(assignment, memberId),
       onBatch: (batch) => this.onBatch(batch),
       onPosition: (topic, partition, next) => {
