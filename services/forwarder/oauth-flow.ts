@@ -8,9 +8,8 @@
  * unexpired, same browser), exchanges the code, reads the advertiser's time zone and stores the connection. A
  * replayed, expired, superseded, unknown or foreign-browser state is refused and changes nothing.
  */
-import { msInterval as ms } from '../shared/db/db.js';
 import { createHash, randomBytes } from 'node:crypto';
-import type { Db } from '../shared/db/db.js';
+import { msInterval as ms, type Db } from '../shared/db/db.js';
 import { newId, sha256Hex } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { classify } from './classify.js';

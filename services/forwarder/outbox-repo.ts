@@ -47,7 +47,6 @@ export interface ConversionDeadLetter {
 /** A connection's outbox: its batches split by event source, pixel and test code (index forward_outbox_batch). */
 export const FORWARD_OUTBOX: OutboxShape = { table: 'forward_outbox', key: 'workspace_id', groups: ['event_source', 'event_source_id', 'test_event_code'] };
 
-
 export class OutboxRepo {
   constructor(private readonly db: Db) {}
 

@@ -6,9 +6,8 @@
  * (3 attempts), then the job is `failed` and its identifiers are cleared all the same. Both runtimes: everything an
  * erasure touches is in the database, and the Kafka topics are covered by the redaction list.
  */
-import { msInterval as ms } from '../shared/db/db.js';
 import { audit } from '../domain/audit-log.js';
-import type { Db } from '../shared/db/db.js';
+import { msInterval as ms, type Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
 import { lockForErasure, marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';

@@ -4,8 +4,7 @@
  * a test-mode conversion with the same event_id is shown only when no live one exists. Past its retention it is
  * not shown even before the sweep deletes it.
  */
-import { msInterval as ms } from '../shared/db/db.js';
-import type { Db } from '../shared/db/db.js';
+import { msInterval as ms, type Db } from '../shared/db/db.js';
 import type { ConversionExplanation, PlatformEventRecord } from '../domain/conversion.js';
 import { Topics } from '../shared/topics.js';
 

@@ -263,9 +263,11 @@ export const identityChangesMapping: TopicMapping<GraphChangesValue> = {
   fromAvro: (a) => {
     const { workspace_id, key_mode } = a as GraphChangesValue;
     // The decoded rows are this record's own: they take the scope in place.
-    for (const row of [...(a.nodes as AvroValue[]), ...(a.edges as AvroValue[])]) {
-      row.workspace_id = workspace_id;
-      row.key_mode = key_mode;
+    for (const rows of [a.nodes, a.edges] as AvroValue[][]) {
+      for (const row of rows) {
+        row.workspace_id = workspace_id;
+        row.key_mode = key_mode;
+      }
     }
     return a as GraphChangesValue;
   },

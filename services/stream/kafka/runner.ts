@@ -112,7 +112,6 @@ interface Prepared<S> {
   readonly end: () => void;
 }
 
-
 /**
  * How long a transaction of this member may stay open before the broker aborts it: after a kill -9, the partitions it
  * wrote to are read (read_committed) past its records only then. Kafka Streams' exactly-once default; a chunk's
@@ -200,7 +199,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       coPartitioned: this.changelog !== undefined,
       partitionsConsumedConcurrently: this.deps.options.partitionsConsumedConcurrently ?? 3,
       maxBytesPerPartition: this.deps.options.fetchBytesPerPartition ?? 1024 * 1024,
-      ...(this.deps.processor.gather ? { minBytes: this.deps.processor.gather.minBytes, maxWaitMs: this.deps.processor.gather.maxWaitMs } : {}),
+      minBytes: this.deps.processor.gather?.minBytes,
+      maxWaitMs: this.deps.processor.gather?.maxWaitMs,
       onAssigned: (assignment, memberId) => this.onAssigned(assignment, memberId),
       onBatch: (batch) => this.onBatch(batch),
       onPosition: (topic, partition, next) => {
