@@ -5,6 +5,9 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // A worker that dies under a file is named at the end of the run (vitest itself does not say which).
+    reporters: ['default', './test/helpers/unfinished-files-reporter.ts'],
+    setupFiles: ['./test/helpers/worker-exit-trace.ts'],
     projects: [
       {
         extends: true,

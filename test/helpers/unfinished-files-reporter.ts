@@ -1,0 +1,43 @@
+/**
+ * When a test file's worker process dies (a fatal error, a signal, the kernel's OOM killer), vitest reports only
+ * "Worker exited unexpectedly", without the file's name, and a CI log is read from its tail. This reporter prints,
+ * after vitest's own summary, every file that started but never finished, with the test that was running in it and
+ * how long it had run.
+ */
+import type { Reporter, TestCase, TestModule } from 'vitest/node';
+
+interface Running {
+  since: number;
+  test?: string;
+}
+
+export default class UnfinishedFilesReporter implements Reporter {
+  readonly #running = new Map<string, Running>();
+
+  onTestModuleStart(module: TestModule): void {
+    this.#running.set(module.moduleId, { since: Date.now() });
+  }
+
+  onTestCaseReady(test: TestCase): void {
+    const running = this.#running.get(test.module.moduleId);
+    if (running) running.test = test.fullName;
+  }
+
+  onTestModuleEnd(module: TestModule): void {
+    this.#running.delete(module.moduleId);
+  }
+
+  onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
+    const unfinished = new Map(this.#running);
+    for (const module of modules) {
+      const state = module.state();
+      if ((state === 'queued' || state === 'pending') && !unfinished.has(module.moduleId)) unfinished.set(module.moduleId, { since: NaN });
+    }
+    if (unfinished.size === 0) return;
+    const lines = [...unfinished].map(([file, run]) => {
+      const ran = Number.isNaN(run.since) ? 'never started' : `ran ${((Date.now() - run.since) / 1000).toFixed(0)} s`;
+      return `  ${file.replace(`${process.cwd()}/`, '')} (${ran}; last test started: ${run.test ?? 'none'})`;
+    });
+    process.stdout.write(`\nTest files that did not finish (their worker ended under them):\n${lines.join('\n')}\n`);
+  }
+}
