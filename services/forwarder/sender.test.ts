@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Topics } from '../shared/topics.js';
 import { connectionFaults, forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
-import { splitRejected } from './sender.js';
+import { gaugesPeriodMs, splitRejected } from './sender.js';
 import { conversion, eventually, sandboxControl, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 
 let rig: ForwarderRig;
@@ -59,6 +59,19 @@ describe('splitRejected', () => {
     ['halves when the hint is out of range', [1, 2], 'data[7].event_id: required', [[1], [2]]],
   ])('%s', (_name, batch, message, expected) => {
     expect(splitRejected(batch, message)).toEqual(expected);
+  });
+});
+
+describe('gaugesPeriodMs: the outbox is counted again after 60 µs per row it held, between 5 s and 60 s', () => {
+  it.each([
+    ['an empty outbox', 0, 5_000],
+    ['a batch or two', 1_000, 5_000],
+    ['~80,000 rows still every 5 s', 83_333, 5_000],
+    ['200,000 rows after 12 s', 200_000, 12_000],
+    ['a million rows after a minute', 1_000_000, 60_000],
+    ['never less often than a minute', 50_000_000, 60_000],
+  ])('%s', (_name, rows, expected) => {
+    expect(gaugesPeriodMs(rows)).toBeCloseTo(expected, 6);
   });
 });
 

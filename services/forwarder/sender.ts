@@ -63,6 +63,10 @@ export interface SenderDeps {
 const GAUGES_EVERY_MS = 5_000;
 const GAUGES_MAX_EVERY_MS = 60_000;
 const GAUGES_MS_PER_ROW = 0.06;
+
+/** How long the sender waits before counting the outbox again, after a count of `rows` waiting rows. */
+export const gaugesPeriodMs = (rows: number): number => Math.min(GAUGES_MAX_EVERY_MS, Math.max(GAUGES_EVERY_MS, rows * GAUGES_MS_PER_ROW));
+
 const PURGE_EVERY_MS = 60_000;
 
 export { splitRejected, trackBody } from './destinations/tiktok.js';
@@ -250,7 +254,7 @@ export class ForwardSender {
     if (now - this.lastGauges >= this.gaugesEveryMs) {
       this.lastGauges = now;
       const c = await outbox.counts();
-      this.gaugesEveryMs = Math.min(GAUGES_MAX_EVERY_MS, Math.max(GAUGES_EVERY_MS, (c.pending + c.parked) * GAUGES_MS_PER_ROW));
+      this.gaugesEveryMs = gaugesPeriodMs(c.pending + c.parked);
       outboxRecords.set({ state: 'pending' }, c.pending);
       outboxRecords.set({ state: 'parked' }, c.parked);
     }
