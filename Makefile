@@ -84,7 +84,7 @@ test: build-dev clients schemathesis
 	bash ops/prometheus/promtool.sh ensure
 	bash ops/prometheus/promtool.sh check
 	bash infra/helm/tools.sh
-	npx vitest run
+	bash test/run-suite.sh
 
 infra-up: build
 	bash infra/local/up.sh

@@ -3,8 +3,17 @@
  * "Worker exited unexpectedly", without the file's name, and a CI log is read from its tail. This reporter prints,
  * after vitest's own summary, every file that started but never finished, with the test that was running in it and
  * how long it had run.
+ *
+ * With VITEST_UNFINISHED_LIST set, it also writes those files there, one a line, when they are the run's only
+ * failure (no test failed, no other error): test/run-suite.sh then runs them once more, on their own.
  */
+import { writeFileSync } from 'node:fs';
+import type { SerializedError } from 'vitest';
 import type { Reporter, TestCase, TestModule } from 'vitest/node';
+
+/** The errors vitest reports for a worker process that ended under its file, and nothing else. */
+const WORKER_DIED = /Worker exited unexpectedly|Worker forks emitted error/;
+const workerDied = (e: SerializedError): boolean => WORKER_DIED.test(`${e.message} ${(e.cause as SerializedError | undefined)?.message ?? ''}`);
 
 interface Running {
   since: number;
@@ -27,7 +36,7 @@ export default class UnfinishedFilesReporter implements Reporter {
     this.#running.delete(module.moduleId);
   }
 
-  onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>, errors: ReadonlyArray<SerializedError>): void {
     const unfinished = new Map(this.#running);
     for (const module of modules) {
       const state = module.state();
@@ -39,5 +48,8 @@ export default class UnfinishedFilesReporter implements Reporter {
       return `  ${file.replace(`${process.cwd()}/`, '')} (${ran}; last test started: ${run.test ?? 'none'})`;
     });
     process.stdout.write(`\nTest files that did not finish (their worker ended under them):\n${lines.join('\n')}\n`);
+    const list = process.env.VITEST_UNFINISHED_LIST;
+    const onlyThat = modules.every((m) => m.state() !== 'failed') && errors.every(workerDied);
+    if (list && onlyThat) writeFileSync(list, [...unfinished.keys()].map((f) => `${f}\n`).join(''));
   }
 }
