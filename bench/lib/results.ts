@@ -27,7 +27,7 @@ export interface BenchResult {
 }
 
 /** The service's Kafka clients, as this commit wires them (shared/kafka/producer.ts, shared/kafka/consumer.ts). */
-export const SERVICE_KAFKA_CLIENTS = 'every producer (gateway, the stages\' transactional producers, dead-letter relay, redrive) and the admin: @platformatic/kafka 2.x; the stages\' group consumers: kafkajs';
+export const SERVICE_KAFKA_CLIENTS = 'every producer (gateway, the stages\' transactional producers, dead-letter relay, redrive), the stages\' group consumers and the admin: @platformatic/kafka 2.x';
 
 export const RESULTS_DIR = join(REPO_ROOT, 'bench', 'results');
 export const PROFILES_DIR = join(REPO_ROOT, 'bench', 'profiles');
