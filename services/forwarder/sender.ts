@@ -78,8 +78,7 @@ export function requestIdsOf(rows: readonly OutboxRow[]): string[] {
 
 export class ForwardSender {
   private readonly drains: DrainLoop;
-  private lastGauges = 0;
-  private gaugesEveryMs = GAUGES_EVERY_MS;
+  private nextGaugesAt = 0;
   private lastPurge = 0;
   private readonly kind: DestinationKind;
 
@@ -251,10 +250,9 @@ export class ForwardSender {
       }
       if (purged > 0) logger.debug({ purged }, 'sent ledger purged');
     }
-    if (now - this.lastGauges >= this.gaugesEveryMs) {
-      this.lastGauges = now;
+    if (now >= this.nextGaugesAt) {
       const c = await outbox.counts();
-      this.gaugesEveryMs = gaugesPeriodMs(c.pending + c.parked);
+      this.nextGaugesAt = now + gaugesPeriodMs(c.pending + c.parked);
       outboxRecords.set({ state: 'pending' }, c.pending);
       outboxRecords.set({ state: 'parked' }, c.parked);
     }

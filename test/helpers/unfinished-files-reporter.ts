@@ -16,7 +16,8 @@ const WORKER_DIED = /Worker exited unexpectedly|Worker forks emitted error/;
 const workerDied = (e: SerializedError): boolean => WORKER_DIED.test(`${e.message} ${(e.cause as SerializedError | undefined)?.message ?? ''}`);
 
 interface Running {
-  since: number;
+  /** When the file started; absent for a file that was queued and never started. */
+  since?: number;
   test?: string;
 }
 
@@ -40,11 +41,11 @@ export default class UnfinishedFilesReporter implements Reporter {
     const unfinished = new Map(this.#running);
     for (const module of modules) {
       const state = module.state();
-      if ((state === 'queued' || state === 'pending') && !unfinished.has(module.moduleId)) unfinished.set(module.moduleId, { since: NaN });
+      if ((state === 'queued' || state === 'pending') && !unfinished.has(module.moduleId)) unfinished.set(module.moduleId, {});
     }
     if (unfinished.size === 0) return;
     const lines = [...unfinished].map(([file, run]) => {
-      const ran = Number.isNaN(run.since) ? 'never started' : `ran ${((Date.now() - run.since) / 1000).toFixed(0)} s`;
+      const ran = run.since === undefined ? 'never started' : `ran ${((Date.now() - run.since) / 1000).toFixed(0)} s`;
       return `  ${file.replace(`${process.cwd()}/`, '')} (${ran}; last test started: ${run.test ?? 'none'})`;
     });
     process.stdout.write(`\nTest files that did not finish (their worker ended under them):\n${lines.join('\n')}\n`);

@@ -179,7 +179,8 @@ export class GroupConsumer {
       rebalanceTimeout: 30_000,
       isolationLevel: FetchIsolationLevels.READ_COMMITTED,
       autocommit: false,
-      // Low fetch wait: a resumed partition (after a restore) is fetched soon, and records flow with low latency.
+      // Low fetch wait by default: a resumed partition (after a restore) is fetched soon, and records flow with low
+      // latency. A stage that gathers (Stage.gather) has the broker wait longer for more bytes.
       maxWaitTime: this.opts.maxWaitMs ?? 200,
       minBytes: this.opts.minBytes ?? 1,
       maxBytes: Math.max(10 * 1024 * 1024, 4 * (this.opts.maxBytesPerPartition ?? 0)),
