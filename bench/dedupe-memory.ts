@@ -1,7 +1,8 @@
 /**
  * dedupe-memory: bytes of state per dedupe key at 1 million keys, as the Kafka runtime holds them in memory (the store
  * of a partition, restored from the changelog events.dedupe-state):
- *  - generic: stream/store.ts PartitionStore<DedupeState> (what the runtime used first; the baseline);
+ *  - generic: stream/store.ts PartitionStore<DedupeState> (the store any other stage gets: entries packed as JSON
+ *    strings; the baseline);
  *  - compact: services/dedupe/compact-store.ts CompactDedupeStore (what the dedupe stage uses on Kafka).
  * Each store is measured in a process of its own (node --expose-gc): heapUsed + arrayBuffers after a full GC, before
  * and after restoring 1M changelog records. Keys are `ws_<16 base62>:idem-<uuid>` over 200 workspaces; values are

@@ -29,6 +29,25 @@ describe('PartitionStore', () => {
     expect([...tx.changes()]).toEqual([['k', 'new'], ['gone', null]]);
   });
 
+  it('keeps committed values packed: a read answers a copy, equal to what was written, that the reader may change', async () => {
+    type Summary = { members: Array<{ value: string; last_seen_at: number }>; into: string | null };
+    const s = new PartitionStore<Summary>({ ms: HOUR });
+    s.restore('c', { members: [{ value: 'a', last_seen_at: 1 }], into: null }, 100, 200);
+    const tx = s.begin();
+    const read = (await tx.get('c'))!;
+    expect(read).toEqual({ members: [{ value: 'a', last_seen_at: 1 }], into: null });
+    read.members.push({ value: 'b', last_seen_at: 2 });
+    expect(s.read('c')).toEqual({ members: [{ value: 'a', last_seen_at: 1 }], into: null });
+    expect(s.read('c')).not.toBe(s.read('c'));
+    await tx.put('c', read);
+    s.apply(tx, 300);
+    read.into = 'changed after the commit';
+    expect(s.read('c')).toEqual({ members: [{ value: 'a', last_seen_at: 1 }, { value: 'b', last_seen_at: 2 }], into: null });
+    // The write time packed with the value still decides expiry.
+    expect(s.expired(300 + HOUR - 1, 10)).toEqual([]);
+    expect(s.expired(300 + HOUR, 10)).toEqual(['c']);
+  });
+
   it('drops a failed record: writes of a fork reach the batch only when merged', async () => {
     const s = new PartitionStore<string>(undefined);
     const tx = s.begin();

@@ -6,6 +6,11 @@
  * the Kafka transaction carrying its changelog records committed, so the map is always the committed state.
  * With a retention, entries unwritten that long are evicted and tombstoned; entries are kept in write order, so
  * finding the expired ones looks only at the oldest.
+ *
+ * A partition's committed entries are kept packed: each one string (its write time and its value as JSON), not a
+ * tree of objects. The garbage collector marks a string without looking inside it, so a store of a million entries
+ * costs the collector a million strings instead of several million objects, numbers and arrays; a read decodes the
+ * entry it returns (a fresh object, which the batch may change freely). docs/decisions.md has the measurements.
  */
 
 /**
@@ -22,16 +27,16 @@ export interface KeyValueStore<V> {
   delete(key: string): void;
 }
 
-interface Entry<S> {
-  readonly value: S;
-  /** Epoch ms of the write (the changelog record's timestamp when restored). */
-  readonly writtenAt: number;
-}
-
 /**
- * What the Kafka runner needs of one partition's store. PartitionStore is the generic one; a processor may bring
- * a compact one of its own (dedupe's CompactDedupeStore) through `store.partitionStore` on the processor.
+ * One packed entry: `[writtenAt, value]` as JSON, the epoch ms of the write (the changelog record's timestamp when
+ * restored) first. JSON.stringify answers one flat string; a concatenation would leave a rope of three objects.
+ * Values are plain data (they are changelog records too).
  */
+type Packed = string;
+const pack = (writtenAt: number, value: unknown): Packed => JSON.stringify([writtenAt, value]);
+const writtenAtOf = (p: Packed): number => Number(p.slice(1, p.indexOf(',')));
+const valueOf = <S>(p: Packed): S => (JSON.parse(p) as [number, S])[1];
+
 export interface PartitionStateStore<S> {
   readonly size: number;
   restore(key: string, value: S | null, writtenAt: number, now: number): void;
@@ -48,27 +53,27 @@ export interface Retention {
   readonly byPrefix?: Readonly<Record<string, number>>;
 }
 
-interface RetentionClass<S> {
+interface RetentionClass {
   readonly prefix: string | null;
   readonly ms: number | undefined;
   /** In write order (a write moves its key to the end), so the expired ones are found at the front. */
-  readonly entries: Map<string, Entry<S>>;
+  readonly entries: Map<string, Packed>;
 }
 
 export class PartitionStore<S> implements PartitionStateStore<S> {
-  private readonly classes: RetentionClass<S>[];
+  private readonly classes: RetentionClass[];
   /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
   private readonly expiredAtRestore = new Set<string>();
 
   constructor(retention: number | undefined | Retention) {
     const r: Retention = typeof retention === 'object' ? retention : { ms: retention };
     this.classes = [
-      ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Entry<S>>() })),
-      { prefix: null, ms: r.ms, entries: new Map<string, Entry<S>>() },
+      ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Packed>() })),
+      { prefix: null, ms: r.ms, entries: new Map<string, Packed>() },
     ];
   }
 
-  private classOf(key: string): RetentionClass<S> {
+  private classOf(key: string): RetentionClass {
     for (const c of this.classes) if (c.prefix === null || key.startsWith(c.prefix)) return c;
     throw new Error('unreachable: the default retention class matches every key');
   }
@@ -89,11 +94,12 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
       this.expiredAtRestore.add(key);
       return;
     }
-    c.entries.set(key, { value, writtenAt });
+    c.entries.set(key, pack(writtenAt, value));
   }
 
   read(key: string): S | undefined {
-    return this.classOf(key).entries.get(key)?.value;
+    const p = this.classOf(key).entries.get(key);
+    return p === undefined ? undefined : valueOf<S>(p);
   }
 
   /** Keys not written for their retention (those found expired when restoring first, then the oldest), at most `limit`. */
@@ -105,8 +111,8 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
     }
     for (const c of this.classes) {
       if (c.ms === undefined) continue;
-      for (const [key, e] of c.entries) {
-        if (now - e.writtenAt < c.ms || out.length >= limit) break;
+      for (const [key, p] of c.entries) {
+        if (now - writtenAtOf(p) < c.ms || out.length >= limit) break;
         out.push(key);
       }
     }
@@ -123,7 +129,7 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
       const c = this.classOf(key);
       c.entries.delete(key);
       this.expiredAtRestore.delete(key);
-      if (value !== null) c.entries.set(key, { value, writtenAt: now });
+      if (value !== null) c.entries.set(key, pack(now, value));
     }
   }
 }
