@@ -29,23 +29,52 @@ describe('PartitionStore', () => {
     expect([...tx.changes()]).toEqual([['k', 'new'], ['gone', null]]);
   });
 
-  it('keeps committed values packed: a read answers a copy, equal to what was written, that the reader may change', async () => {
+  it('packs committed values beyond the hot ones: a packed read answers an equal copy, expiry keeps write order', async () => {
     type Summary = { members: Array<{ value: string; last_seen_at: number }>; into: string | null };
-    const s = new PartitionStore<Summary>({ ms: HOUR });
+    const s = new PartitionStore<Summary>({ ms: HOUR }, 1);
     s.restore('c', { members: [{ value: 'a', last_seen_at: 1 }], into: null }, 100, 200);
-    const tx = s.begin();
-    const read = (await tx.get('c'))!;
-    expect(read).toEqual({ members: [{ value: 'a', last_seen_at: 1 }], into: null });
-    read.members.push({ value: 'b', last_seen_at: 2 });
+    // Restored entries are packed: every read parses a fresh copy.
     expect(s.read('c')).toEqual({ members: [{ value: 'a', last_seen_at: 1 }], into: null });
     expect(s.read('c')).not.toBe(s.read('c'));
-    await tx.put('c', read);
+
+    const tx = s.begin();
+    const written = { members: [{ value: 'a', last_seen_at: 1 }, { value: 'b', last_seen_at: 2 }], into: null };
+    await tx.put('c', written);
     s.apply(tx, 300);
-    read.into = 'changed after the commit';
-    expect(s.read('c')).toEqual({ members: [{ value: 'a', last_seen_at: 1 }, { value: 'b', last_seen_at: 2 }], into: null });
-    // The write time packed with the value still decides expiry.
+    // The latest write is hot: the store answers the value the batch wrote.
+    expect(s.read('c')).toBe(written);
+
+    const next = s.begin();
+    await next.put('d', { members: [], into: 'c' });
+    s.apply(next, 400);
+    // One hot entry at most: 'c' is packed now, equal to what was written, and no longer shared with the writer.
+    expect(s.read('d')).toEqual({ members: [], into: 'c' });
+    expect(s.read('c')).toEqual(written);
+    expect(s.read('c')).not.toBe(written);
+    written.into = 'changed after the commit' as never;
+    expect(s.read('c')!.into).toBeNull();
+    // Write times survive packing: 'c' (written at 300) expires before 'd' (400).
     expect(s.expired(300 + HOUR - 1, 10)).toEqual([]);
     expect(s.expired(300 + HOUR, 10)).toEqual(['c']);
+    expect(s.expired(400 + HOUR, 10)).toEqual(['c', 'd']);
+  });
+
+  it('keeps no more than its hot bound unpacked, whatever the writes', async () => {
+    const s = new PartitionStore<{ n: number }>(undefined, 3);
+    const values: Array<{ n: number }> = [];
+    for (let n = 0; n < 10; n++) {
+      const tx = s.begin();
+      const v = { n };
+      values.push(v);
+      await tx.put(`k${n % 5}`, v);
+      if (n === 7) tx.delete('k0');
+      s.apply(tx, n);
+    }
+    // Keys k0..k4 last written with n = 5..9 (k0 deleted at 7); the three latest writes are hot.
+    expect(s.read('k0')).toBeUndefined();
+    expect([1, 2, 3, 4].map((k) => s.read(`k${k}`) === values[k + 5])).toEqual([false, true, true, true]);
+    expect(s.read('k1')).toEqual({ n: 6 });
+    expect(s.size).toBe(4);
   });
 
   it('drops a failed record: writes of a fork reach the batch only when merged', async () => {

@@ -7,10 +7,12 @@
  * With a retention, entries unwritten that long are evicted and tombstoned; entries are kept in write order, so
  * finding the expired ones looks only at the oldest.
  *
- * A partition's committed entries are kept packed: each one string (its write time and its value as JSON), not a
- * tree of objects. The garbage collector marks a string without looking inside it, so a store of a million entries
- * costs the collector a million strings instead of several million objects, numbers and arrays; a read decodes the
- * entry it returns (a fresh object, which the batch may change freely). docs/decisions.md has the measurements.
+ * A partition's committed entries are kept packed, but for the latest writes: each one string (its write time and
+ * its value as JSON), not a tree of objects. The garbage collector marks a string without looking inside it, so a
+ * store of a million entries costs the collector a million strings instead of several million objects, numbers and
+ * arrays. The HOT_ENTRIES latest writes stay as the values the batches wrote, so what is read and written again soon
+ * (a returning person's entries) is not parsed and stringified each time. A read answers the store's own value while
+ * it is hot: callers never change what they read (the graph copies first). docs/decisions.md has the measurements.
  */
 
 /**
@@ -34,8 +36,21 @@ export interface KeyValueStore<V> {
  */
 type Packed = string;
 const pack = (writtenAt: number, value: unknown): Packed => JSON.stringify([writtenAt, value]);
-const writtenAtOf = (p: Packed): number => Number(p.slice(1, p.indexOf(',')));
 const valueOf = <S>(p: Packed): S => (JSON.parse(p) as [number, S])[1];
+
+/** A recently written entry, kept as the value the batch wrote until HOT_ENTRIES newer writes push it out. */
+interface Hot<S> {
+  readonly value: S;
+  readonly writtenAt: number;
+}
+type Stored<S> = Packed | Hot<S>;
+const writtenAtOf = <S>(e: Stored<S>): number => (typeof e === 'string' ? Number(e.slice(1, e.indexOf(','))) : e.writtenAt);
+
+/**
+ * How many of the latest writes a partition store keeps unpacked: a returning person's entries are read and written
+ * again while they are hot, without a parse and a stringify each time, and the collector still marks few objects.
+ */
+export const HOT_ENTRIES = 10_000;
 
 export interface PartitionStateStore<S> {
   readonly size: number;
@@ -57,19 +72,24 @@ interface RetentionClass {
   readonly prefix: string | null;
   readonly ms: number | undefined;
   /** In write order (a write moves its key to the end), so the expired ones are found at the front. */
-  readonly entries: Map<string, Packed>;
+  readonly entries: Map<string, Stored<unknown>>;
 }
 
 export class PartitionStore<S> implements PartitionStateStore<S> {
   private readonly classes: RetentionClass[];
   /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
   private readonly expiredAtRestore = new Set<string>();
+  /** Keys whose entry is Hot, oldest write first (a write moves its key to the end). */
+  private readonly hot = new Map<string, RetentionClass>();
 
-  constructor(retention: number | undefined | Retention) {
+  constructor(
+    retention: number | undefined | Retention,
+    private readonly hotEntries = HOT_ENTRIES,
+  ) {
     const r: Retention = typeof retention === 'object' ? retention : { ms: retention };
     this.classes = [
-      ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Packed>() })),
-      { prefix: null, ms: r.ms, entries: new Map<string, Packed>() },
+      ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Stored<unknown>>() })),
+      { prefix: null, ms: r.ms, entries: new Map<string, Stored<unknown>>() },
     ];
   }
 
@@ -88,6 +108,7 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
   restore(key: string, value: S | null, writtenAt: number, now: number): void {
     const c = this.classOf(key);
     c.entries.delete(key);
+    this.hot.delete(key);
     this.expiredAtRestore.delete(key);
     if (value === null) return;
     if (c.ms !== undefined && now - writtenAt >= c.ms) {
@@ -97,9 +118,10 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
     c.entries.set(key, pack(writtenAt, value));
   }
 
+  /** The committed value: shared with the store while the entry is hot, so a caller that changes it copies it first. */
   read(key: string): S | undefined {
-    const p = this.classOf(key).entries.get(key);
-    return p === undefined ? undefined : valueOf<S>(p);
+    const e = this.classOf(key).entries.get(key) as Stored<S> | undefined;
+    return e === undefined ? undefined : typeof e === 'string' ? valueOf<S>(e) : e.value;
   }
 
   /** Keys not written for their retention (those found expired when restoring first, then the oldest), at most `limit`. */
@@ -111,8 +133,8 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
     }
     for (const c of this.classes) {
       if (c.ms === undefined) continue;
-      for (const [key, p] of c.entries) {
-        if (now - writtenAtOf(p) < c.ms || out.length >= limit) break;
+      for (const [key, e] of c.entries) {
+        if (now - writtenAtOf(e) < c.ms || out.length >= limit) break;
         out.push(key);
       }
     }
@@ -128,8 +150,18 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
     for (const [key, value] of tx.changes()) {
       const c = this.classOf(key);
       c.entries.delete(key);
+      this.hot.delete(key);
       this.expiredAtRestore.delete(key);
-      if (value !== null) c.entries.set(key, pack(now, value));
+      if (value === null) continue;
+      c.entries.set(key, { value, writtenAt: now });
+      this.hot.set(key, c);
+    }
+    // The oldest hot entries beyond the bound are packed in place (their place in write order stays).
+    for (const [key, c] of this.hot) {
+      if (this.hot.size <= this.hotEntries) break;
+      this.hot.delete(key);
+      const e = c.entries.get(key) as Hot<unknown>;
+      c.entries.set(key, pack(e.writtenAt, e.value));
     }
   }
 }
