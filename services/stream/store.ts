@@ -52,6 +52,10 @@ const writtenAtOf = <S>(e: Stored<S>): number => (typeof e === 'string' ? Number
  */
 export const HOT_ENTRIES = 10_000;
 
+/**
+ * What the Kafka runner needs of one partition's store. PartitionStore is the generic one; a processor may bring
+ * a compact one of its own (dedupe's CompactDedupeStore) through `store.partitionStore` on the processor.
+ */
 export interface PartitionStateStore<S> {
   readonly size: number;
   restore(key: string, value: S | null, writtenAt: number, now: number): void;
