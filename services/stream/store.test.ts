@@ -108,6 +108,25 @@ describe('PartitionStore', () => {
     expect(s.expired(2_000 + HOUR, 10)).toEqual(['second']);
   });
 
+  it.each([
+    ['hot', 10],
+    ['packed', 0],
+  ])('expires a short-lived key written after a long-lived one that has not expired (%s entries)', (_name, hot) => {
+    const s = new PartitionStore<number>({ ms: 10 * HOUR, byPrefix: { 's:': HOUR } }, hot);
+    for (const [key, at] of [
+      ['long', 0],
+      ['s:short', 1_000],
+      ['s:newer', 2 * HOUR],
+    ] as const) {
+      const tx = s.begin();
+      void tx.put(key, 1);
+      s.apply(tx, at);
+    }
+    expect(s.expired(1_000 + HOUR, 10)).toEqual(['s:short']);
+    expect(s.expired(10 * HOUR, 10)).toEqual(['s:short', 's:newer', 'long']);
+    expect(s.read('long')).toBe(1);
+  });
+
   it('does not load entries already expired when restored, but still owes them a tombstone', () => {
     const now = 10 * HOUR;
     const s = new PartitionStore<number>(HOUR);

@@ -17,7 +17,7 @@ import { NoStore } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
-import { flushTableStore, purgeStoreRetention, tableStoreTransaction } from './table-store.js';
+import { flushTableStore, purgeStoreRetention, TableStoreCache } from './table-store.js';
 
 /** Advisory lock class of embedded stage batches (the second key is the stage's name). */
 const STAGE_LOCK_CLASS = 7_312_405;
@@ -44,6 +44,8 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private readonly loop: EmbeddedConsumerLoop;
   private readonly now: () => number;
   private initialised = false;
+  /** The stage's store rows this runner has read or written (table-store.ts). */
+  private readonly storeCache: TableStoreCache<S> | undefined;
 
   constructor(
     private readonly db: Db,
@@ -54,6 +56,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     this.stage = processor.name;
     this.now = opts.now ?? Date.now;
     this.size = opts.batchSize ?? 500;
+    this.storeCache = processor.store ? new TableStoreCache<S>(processor.store.name) : undefined;
     this.loop = new EmbeddedConsumerLoop({
       log,
       topic: processor.input,
@@ -93,7 +96,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     const store = this.processor.store;
     if ((store?.retentionMs || store?.retentionByPrefix) && now - this.lastPurge >= (this.opts.purgeIntervalMs ?? 5 * 60_000)) {
       this.lastPurge = now;
-      const n = await purgeStoreRetention(this.db, store);
+      const n = await purgeStoreRetention(this.db, store, (keys) => this.storeCache?.forget(keys));
       if (n > 0) stateStorePurged.inc({ store: store.name }, n);
     }
     const p = this.processor.punctuate;
@@ -111,9 +114,10 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     const result = await this.db.transaction(async (tx) => {
       await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STAGE_LOCK_CLASS, processor.name]);
       const from = await committedOffset(tx, processor.name, processor.input);
+      this.storeCache?.check(from);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
       if (batch.length === 0) return undefined;
-      const store = processor.store ? tableStoreTransaction<S>(tx, processor.store.name) : new NoStore<S>();
+      const store = this.storeCache?.transaction(tx) ?? new NoStore<S>();
       const records = batch.map((r) => this.inputOf(r));
       const emitted: OutputRecord[] = [];
       const outcomes = await processWithPolicy(processor, records, {
@@ -129,18 +133,20 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       await appendInTransaction(tx, outputs);
       if (processor.store) await flushTableStore(tx, processor.store.name, store);
       await commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset);
-      return outcomes;
+      return { outcomes, store, offset: batch.at(-1)!.offset };
     });
     if (!result) {
       consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
       return 0;
     }
     end();
-    this.adapt(performance.now() - started, result.length);
-    countStageRecords(processor.name, result);
+    if (this.storeCache) this.storeCache.committed(result.store, result.offset);
+    const { outcomes } = result;
+    this.adapt(performance.now() - started, outcomes.length);
+    countStageRecords(processor.name, outcomes);
     this.notifyDownstream();
-    processor.afterCommit?.(result);
-    return result.length;
+    processor.afterCommit?.(outcomes);
+    return outcomes.length;
   }
 
   /**

@@ -1,24 +1,87 @@
 /**
- * The embedded runtime's state store: rows of state_store, read once per batch for the keys a stage asks for, written
- * back with ONE upsert (and one delete for removed keys) in the batch's transaction, with its outputs and offset.
+ * The embedded runtime's state store: rows of state_store, read for the keys a stage asks for, written back with ONE
+ * upsert (and one delete for removed keys) in the batch's transaction, with its outputs and offset. The rows the runner
+ * has read or written are kept between batches (TableStoreCache), so a returning key costs no read.
  */
+import { LRUCache } from 'lru-cache';
 import { msInterval as ms, type Sql } from '../../shared/db/db.js';
 import { StoreTransaction } from '../store.js';
 
-/** A batch's store transaction over the table: reads go to the table once per key, writes wait for flushTableStore. */
-export function tableStoreTransaction<S>(sql: Sql, store: string): StoreTransaction<S> {
+/**
+ * How many keys of a store the runner keeps in memory (present or known to be absent): enough for the entries that
+ * come back batch after batch (a returning person's identifiers and cluster), bounded whatever the table holds.
+ */
+export const TABLE_CACHE_ENTRIES = 100_000;
+
+/**
+ * The committed rows of one stage's store, as the runner that owns the stage last read or wrote them. It is right
+ * while this runner is the only one committing the stage: each batch checks, under the stage's lock, that the stage's
+ * committed offset is the one this runner committed last, and forgets everything when another process ran the stage
+ * in between (two processes on one Postgres). Rows the runner purges are forgotten with them. Values are shared with
+ * the batches, as in the Kafka runtime's store: a stage never changes what it reads.
+ */
+export class TableStoreCache<S> {
+  private readonly rows: LRUCache<string, { readonly value: S | undefined }>;
+  /** The stage's committed offset this cache describes (undefined: nothing known yet). */
+  private offset: number | undefined;
+
+  constructor(
+    readonly store: string,
+    max = TABLE_CACHE_ENTRIES,
+  ) {
+    this.rows = new LRUCache({ max });
+  }
+
+  get size(): number {
+    return this.rows.size;
+  }
+
+  /** In the batch's transaction, after the stage's lock: the stage's committed offset now. */
+  check(committedOffset: number): void {
+    if (this.offset !== committedOffset) this.rows.clear();
+    this.offset = committedOffset;
+  }
+
+  /** A batch's store transaction: reads come from the cache, or from the table once per key. */
+  transaction(sql: Sql): StoreTransaction<S> {
+    return tableStoreTransaction<S>(sql, this.store, this.rows);
+  }
+
+  /** After the batch's transaction committed: its writes, and the offset it committed. */
+  committed(tx: StoreTransaction<S>, committedOffset: number): void {
+    for (const [key, value] of tx.changes()) this.rows.set(key, { value: value ?? undefined });
+    this.offset = committedOffset;
+  }
+
+  /** Rows deleted from the table outside a batch (the retention purge). */
+  forget(keys: readonly string[]): void {
+    for (const k of keys) this.rows.delete(k);
+  }
+}
+
+/**
+ * A batch's store transaction over the table: reads go to the table once per key (or to `known`, rows already read
+ * in earlier batches), writes wait for flushTableStore. What the batch read stays in its own map, so a bounded `known`
+ * evicting during the batch changes nothing the batch sees.
+ */
+export function tableStoreTransaction<S>(sql: Sql, store: string, known?: LRUCache<string, { readonly value: S | undefined }>): StoreTransaction<S> {
   const loaded = new Map<string, S | undefined>();
   return new StoreTransaction<S>(
     (key) => loaded.get(key),
     async (keys) => {
-      const missing = [...new Set(keys.filter((k) => !loaded.has(k)))];
+      const missing: string[] = [];
+      for (const k of keys) {
+        if (loaded.has(k)) continue;
+        const hit = known?.get(k);
+        if (hit) loaded.set(k, hit.value);
+        else missing.push(k);
+      }
       if (missing.length === 0) return;
-      const r = await sql.query<{ key: string; value: S }>('SELECT key, value FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [
-        store,
-        missing,
-      ]);
-      for (const k of missing) loaded.set(k, undefined);
+      const unique = [...new Set(missing)];
+      const r = await sql.query<{ key: string; value: S }>('SELECT key, value FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [store, unique]);
+      for (const k of unique) loaded.set(k, undefined);
       for (const row of r.rows) loaded.set(row.key, row.value);
+      if (known) for (const k of unique) known.set(k, { value: loaded.get(k) });
     },
   );
 }
@@ -49,12 +112,19 @@ export interface PurgeKeys {
   readonly except?: readonly string[];
 }
 
-/** Purges every retention class of a store (contract.ts StoreSpec). Returns how many entries went. */
-export async function purgeStoreRetention(db: Sql, spec: { readonly name: string; readonly retentionMs?: number; readonly retentionByPrefix?: Readonly<Record<string, number>> }): Promise<number> {
+/**
+ * Purges every retention class of a store (contract.ts StoreSpec). Returns how many entries went; `forget` hears
+ * their keys (the runner's cache of the store).
+ */
+export async function purgeStoreRetention(
+  db: Sql,
+  spec: { readonly name: string; readonly retentionMs?: number; readonly retentionByPrefix?: Readonly<Record<string, number>> },
+  forget?: (keys: readonly string[]) => void,
+): Promise<number> {
   const prefixes = Object.entries(spec.retentionByPrefix ?? {});
   let n = 0;
-  for (const [prefix, ms] of prefixes) n += await purgeStore(db, spec.name, ms, undefined, { prefix });
-  if (spec.retentionMs !== undefined) n += await purgeStore(db, spec.name, spec.retentionMs, undefined, { except: prefixes.map(([p]) => p) });
+  for (const [prefix, ms] of prefixes) n += await purgeStore(db, spec.name, ms, undefined, { prefix }, forget);
+  if (spec.retentionMs !== undefined) n += await purgeStore(db, spec.name, spec.retentionMs, undefined, { except: prefixes.map(([p]) => p) }, forget);
   return n;
 }
 
@@ -62,7 +132,14 @@ export async function purgeStoreRetention(db: Sql, spec: { readonly name: string
  * Deletes entries of a store not written for `retentionMs` (bounded storage for windowed stores such as dedupe's).
  * In chunks, so one purge never holds a long transaction over a large table.
  */
-export async function purgeStore(db: Sql, store: string, retentionMs: number, chunk = 5_000, keys: PurgeKeys = {}): Promise<number> {
+export async function purgeStore(
+  db: Sql,
+  store: string,
+  retentionMs: number,
+  chunk = 5_000,
+  keys: PurgeKeys = {},
+  forget?: (keys: readonly string[]) => void,
+): Promise<number> {
   let total = 0;
   // Prefixes are matched with starts_with (no LIKE pattern characters to escape).
   const only = keys.prefix === undefined ? '' : 'AND starts_with(key, $4)';
@@ -79,6 +156,7 @@ export async function purgeStore(db: Sql, store: string, retentionMs: number, ch
       params,
     );
     total += r.rows.length;
+    forget?.(r.rows.map((row) => row.key));
     if (r.rows.length < chunk) return total;
   }
 }
