@@ -18,7 +18,8 @@
 /**
  * A keyed state store owned by the runtime (e.g. dedupe's first-seen markers). Writes are visible to later reads of
  * the same batch at once and are committed atomically with the outputs and the input position. On Kafka the store is
- * in memory, restored from its compacted changelog; embedded, it is a table, read with `getMany` for the keys the runner does not hold from its earlier batches.
+ * in memory, restored from its compacted changelog; embedded, it is a table, read with `getMany` for the keys the
+ * runner does not hold from its earlier batches.
  */
 export interface KeyValueStore<V> {
   get(key: string): Promise<V | undefined>;
