@@ -102,7 +102,9 @@ describe('exactly once on Kafka', () => {
     // First wave: 800 keys and duplicates of some of them.
     await produce(envelopes(ws, [...unique.slice(0, 500), ...repeats.slice(0, 100), ...unique.slice(500, 800), ...repeats.slice(100, 200)]));
     // (Processing, and owning partitions at that moment: a rebalance in between leaves `ready` empty for a while.)
-    await waitFor('A is processing', async () => a.status().records >= 100 && a.status().ready.length > 0, 60_000, 20);
+    await waitFor('A is processing', async () => a.status().records >= 100 && a.status().ready.length > 0, 60_000, 20).catch((err: Error) => {
+      throw new Error(`${err.message}: A ${JSON.stringify(a.status())}, B ${JSON.stringify(b.status())}\n--- A:\n${a.output().slice(-3000)}\n--- B:\n${b.output().slice(-3000)}`);
+    });
     const aPartitions = a.status().ready;
     await a.kill();
     // A died with work left: some of its partitions are not fully committed.
