@@ -9,9 +9,10 @@
  *     them to events.raw as it does in production (Avro through the registry). Console and gateway are then stopped.
  *  3. The baseline: the same records copied byte for byte into a topic of its own, the people's identifiers into its
  *     identity table; the Kafka Streams app started; its output read read_committed until every unique event is there.
- *  4. Ours: one SERVICE_ROLE=dedupe process on core 0 and one SERVICE_ROLE=enrich on core 1 (the deployment shape: a
- *     process per role), draining events.raw → events.deduped → conversions.ready with exactly-once; conversions.ready
- *     read read_committed until every unique event's conversion is there.
+ *  4. Ours: one SERVICE_ROLE=dedupe process and one SERVICE_ROLE=identity-sink (the graph sink) on core 0, one
+ *     SERVICE_ROLE=enrich on core 1 (the deployment shape: a process per role, GRAPH_SINK_ROLE=identity-sink as the
+ *     Compose file and the chart run it), draining events.raw → events.deduped → conversions.ready with exactly-once;
+ *     conversions.ready read read_committed until every unique event's conversion is there.
  * Each side: records/s = unique events / (last committed output − its processes' ready signal); CPU from /proc of
  * its processes, of Postgres and of the broker, over the same window and per tenth of the drain (tenths by output
  * count; the first starts at the last sample before the first output). Start-up (spawn → ready) is kept beside.
@@ -381,18 +382,22 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
       {
         dedupe: () => (stages.dedupe?.child.pid ? processCpuSec(stages.dedupe.child.pid) : 0),
         enrich: () => (stages.enrich?.child.pid ? processCpuSec(stages.enrich.child.pid) : 0),
+        sink: () => (stages.sink?.child.pid ? processCpuSec(stages.sink.child.pid) : 0),
         ...infraReaders,
       },
-      ['dedupe', 'enrich', 'postgres'],
+      ['dedupe', 'enrich', 'sink', 'postgres'],
       async () => {
-        const [d, e] = await Promise.all([
-          startServiceChild({ env: { ...env, SERVICE_ROLE: 'dedupe' }, cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
-          startServiceChild({ env: { ...env, SERVICE_ROLE: 'enrich' }, cpu: LOAD_CPU, nodeArgs: STAGE_NODE_ARGS }),
+        const role = (name: string) => ({ ...env, SERVICE_ROLE: name, GRAPH_SINK_ROLE: 'identity-sink' });
+        const [d, e, g] = await Promise.all([
+          startServiceChild({ env: role('dedupe'), cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
+          startServiceChild({ env: role('enrich'), cpu: LOAD_CPU, nodeArgs: STAGE_NODE_ARGS }),
+          startServiceChild({ env: role('identity-sink'), cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
         ]);
         stages.dedupe = d;
         stages.enrich = e;
-        running.push(d, e);
-        return [d, e];
+        stages.sink = g;
+        running.push(d, e, g);
+        return [d, e, g];
       },
       log,
     );
@@ -400,7 +405,7 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
     await Promise.all(running.map((c) => c.stop()));
     running.length = 0;
     const o = ours.overall.cpuUsPerRecord;
-    log(`  service: ${ours.outputs}/${unique} in ${ours.spanSec} s after ${ours.startupSec} s of start-up = ${ours.recordsPerSec} records/s, ${o.total} µs CPU/record (dedupe ${o.dedupe}, enrich ${o.enrich}, Postgres ${o.postgres}; broker ${o.broker ?? '?'})`);
+    log(`  service: ${ours.outputs}/${unique} in ${ours.spanSec} s after ${ours.startupSec} s of start-up = ${ours.recordsPerSec} records/s, ${o.total} µs CPU/record (dedupe ${o.dedupe}, enrich ${o.enrich}, sink ${o.sink}, Postgres ${o.postgres}; broker ${o.broker ?? '?'})`);
     log(`  service tenths: ${ours.tenths.map((w) => `${w.recordsPerSec}/s ${w.cpuUsPerRecord.total} µs`).join(' | ')}`);
 
     const ratio = ours.recordsPerSec / theirs.recordsPerSec;
@@ -423,9 +428,9 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
       met,
       notes:
         `${events} purchases (${envelopeBytes} B Avro envelopes, ${shape.people} people, ${events - unique} repeated idempotency keys → ${unique} conversions) preloaded into events.raw through a SERVICE_ROLE=gateway process; ` +
-        `ours: SERVICE_ROLE=dedupe on core ${SERVER_CPU} + SERVICE_ROLE=enrich on core ${LOAD_CPU} (exactly-once, as configured by default), ${ours.outputs}/${unique} conversions committed in ${ours.spanSec} s (${dup(ours)}); ` +
+        `ours: SERVICE_ROLE=dedupe and SERVICE_ROLE=identity-sink on core ${SERVER_CPU} + SERVICE_ROLE=enrich on core ${LOAD_CPU} (exactly-once, as configured by default), ${ours.outputs}/${unique} conversions committed in ${ours.spanSec} s (${dup(ours)}); ` +
         `baseline: Kafka Streams (bench/baselines/kstreams, exactly_once_v2, 1 stream thread, RocksDB dedupe store + changelog, GlobalKTable of ${table.records} identifiers${joins ? `, ${joins.joined} of ${joins.joined + joins.unjoined} conversions joined to their person` : ''}; JVM unpinned) on a byte copy of the same records, ${theirs.outputs}/${unique} in ${theirs.spanSec} s (${dup(theirs)}). ` +
-        `records/s = conversions / (last committed output, read_committed − the processes' ready signal: /readyz, RUNNING); start-up beside it (ours ${ours.startupSec} s, theirs ${theirs.startupSec} s; from the spawn: ${ours.recordsPerSecFromSpawn} vs ${theirs.recordsPerSecFromSpawn} records/s). CPU µs/record (processes + Postgres; broker beside it): ours ${o.total} (dedupe ${o.dedupe}, enrich ${o.enrich}, Postgres ${o.postgres}, broker ${o.broker ?? '–'}), ` +
+        `records/s = conversions / (last committed output, read_committed − the processes' ready signal: /readyz, RUNNING); start-up beside it (ours ${ours.startupSec} s, theirs ${theirs.startupSec} s; from the spawn: ${ours.recordsPerSecFromSpawn} vs ${theirs.recordsPerSecFromSpawn} records/s). CPU µs/record (processes + Postgres; broker beside it): ours ${o.total} (dedupe ${o.dedupe}, enrich ${o.enrich}, graph sink ${o.sink}, Postgres ${o.postgres}, broker ${o.broker ?? '–'}), ` +
         `baseline ${theirs.overall.cpuUsPerRecord.total} (JVM ${theirs.overall.cpuUsPerRecord.kstreams}, broker ${theirs.overall.cpuUsPerRecord.broker ?? '–'}): ${round(cpuRatio, 2)}×. ` +
         `Ours by tenth, CPU µs/record: ${ours.tenths.map((w) => w.cpuUsPerRecord.total).join(' / ')}${tenthRatio !== undefined ? ` (last/first ${round(tenthRatio, 2)})` : ''}; records/s: ${ours.tenths.map((w) => w.recordsPerSec).join(' / ')}.` +
         (ours.complete ? '' : ` Ours was cut off after ${MAX_DRAIN_SEC} s (BENCH_DRAIN_MAX_SEC): the rate is over what was committed by then.`),
@@ -436,7 +441,7 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
         repeatShare: REPEAT_SHARE,
         envelopeBytes,
         preload: { sec: round(preloadSec, 1), gatewayEventsPerSec: Math.round(load.okPerSec * EVENTS_PER_REQUEST) },
-        layout: { dedupe: `core ${SERVER_CPU}`, enrich: `core ${LOAD_CPU}`, kstreams: 'unpinned (1 stream thread)', infra: 'unpinned' },
+        layout: { dedupe: `core ${SERVER_CPU}`, enrich: `core ${LOAD_CPU}`, 'identity-sink': `core ${SERVER_CPU}`, kstreams: 'unpinned (1 stream thread)', infra: 'unpinned' },
         cpuRatio: round(cpuRatio, 3),
         lastToFirstTenthCpu: tenthRatio === undefined ? null : round(tenthRatio, 3),
         // The first tenth also carries the processes' warm-up (JIT, caches); the second is the steadier reference.

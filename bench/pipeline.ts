@@ -64,7 +64,8 @@ const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN !== '0';
  * must: its log is one process's database).
  */
 const KAFKA_ROLES = process.env.BENCH_PIPELINE_SHAPE !== 'all';
-const ROLE_PROCESSES = ['console', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher'] as const;
+/** The roles as the Compose file and the chart deploy them: the graph sink in a process of its own (GRAPH_SINK_ROLE). */
+const ROLE_PROCESSES = ['console', 'gateway', 'dedupe', 'enrich', 'identity-sink', 'forwarder', 'refresher'] as const;
 
 /** The service as one process (SERVICE_ROLE=all) or a process per role: where to send events, where to administer. */
 interface ServiceShape {
@@ -94,7 +95,9 @@ async function startShape(perRole: boolean, env: Record<string, string>, nodeArg
       return shape(`SERVICE_ROLE=all in one process${PIN_SERVICE ? ` on core ${SERVER_CPU}` : ''}`, started[0]!, started[0]!);
     }
     // One after the other: each process creates the service's topics and registers its schemas on start.
-    for (const role of ROLE_PROCESSES) started.push(await startServiceChild({ env: { ...env, SERVICE_ROLE: role }, nodeArgs: nodeArgs(role) }));
+    for (const role of ROLE_PROCESSES) {
+      started.push(await startServiceChild({ env: { ...env, SERVICE_ROLE: role, GRAPH_SINK_ROLE: 'identity-sink' }, nodeArgs: nodeArgs(role) }));
+    }
     const of = (role: (typeof ROLE_PROCESSES)[number]) => started[ROLE_PROCESSES.indexOf(role)]!;
     return shape(`a process per role (${ROLE_PROCESSES.join(', ')}), unpinned: spread over both cores by the scheduler`, of('gateway'), of('console'));
   } catch (err) {

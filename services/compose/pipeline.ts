@@ -9,8 +9,12 @@ import { createGraphSinkStage, GRAPH_SINK_STAGE } from '../enrich/identity/graph
 import { createEnrichProcessor, ENRICH_STAGE } from '../enrich/processor.js';
 import type { AnyStage } from '../stream/contract.js';
 
-/** The SERVICE_ROLE that runs a stage on Kafka: its own name, but for the graph sink, which runs with enrich. */
-export const roleOfStage = (stage: string): string => (stage === GRAPH_SINK_STAGE ? ENRICH_STAGE : stage);
+/**
+ * The SERVICE_ROLE that runs a stage on Kafka: its own name, but for the graph sink, which runs where GRAPH_SINK_ROLE
+ * says (beside enrich by default, or in `identity-sink` processes of its own).
+ */
+export const roleOfStage = (stage: string, graphSinkRole: 'enrich' | 'identity-sink' = ENRICH_STAGE): string =>
+  stage === GRAPH_SINK_STAGE ? graphSinkRole : stage;
 
 export interface PipelineDeps {
   readonly dedupeWindowMs: number;

@@ -3,8 +3,9 @@
  * and the stages in the process's own database) or Kafka (KAFKA_BROKERS + SCHEMA_REGISTRY_URL + DATABASE_URL).
  * service.ts composes everything else the same way for both.
  *
- * On Kafka each stage runs where SERVICE_ROLE says (`dedupe`, `enrich`, `forwarder`; `all` runs every role), one
- * consumer group per stage, so N processes with the same role share the stage's partitions.
+ * On Kafka each stage runs where SERVICE_ROLE says (`dedupe`, `enrich`, `forwarder`, and the graph sink beside enrich or
+ * in `identity-sink` processes: GRAPH_SINK_ROLE; `all` runs every role), one consumer group per stage, so N processes
+ * with the same role share the stage's partitions.
  */
 import type { AnyStage, StageRunner } from '../stream/contract.js';
 import type { Config, ServiceRole } from '../shared/config.js';
@@ -90,7 +91,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
   const log = new EmbeddedLog(db);
   let retention: { stop(): void } | undefined;
   // One process holds the whole embedded pipeline: any stage role runs every stage.
-  const runners = runs(config.role, 'dedupe', 'enrich', 'forwarder')
+  const runners = runs(config.role, 'dedupe', 'enrich', 'identity-sink', 'forwarder')
     ? stages().map((p) => new EmbeddedStageRunner(db, log, p, { logger: logger.child({ stage: p.name }) }))
     : [];
   return {
@@ -153,7 +154,7 @@ async function openKafkaRuntime(
 
   const gateway = runs(config.role, 'gateway') ? new KafkaEventLog(connection, serde, admin, log) : undefined;
   const runners: StageRunner[] = stages()
-    .filter((p) => runs(config.role, roleOfStage(p.name) as ServiceRole))
+    .filter((p) => runs(config.role, roleOfStage(p.name, config.graphSinkRole) as ServiceRole))
     .map(
       (processor) =>
         new KafkaStageRunner({ connection, serde, admin, sql: db, processor, options: { logger: log } }) as StageRunner,

@@ -10,6 +10,7 @@ describe('config: defaults of the operator contract', () => {
       publicBaseUrl: 'http://localhost:8080',
       metricsPort: 9464,
       role: 'all',
+      graphSinkRole: 'enrich',
       kafka: undefined,
       databaseUrl: undefined,
       redisUrl: undefined,
@@ -49,6 +50,7 @@ describe('config: defaults of the operator contract', () => {
       REDIS_URL: 'redis://127.0.0.1:6379',
       METRICS_PORT: '9999',
       SERVICE_ROLE: 'gateway',
+      GRAPH_SINK_ROLE: 'identity-sink',
       PLAN_LIMITS: '{"gold":{"rps":5,"burst":10}}',
     });
     expect(c).toMatchObject({
@@ -62,6 +64,7 @@ describe('config: defaults of the operator contract', () => {
       redisUrl: 'redis://127.0.0.1:6379',
       metricsPort: 9999,
       role: 'gateway',
+      graphSinkRole: 'identity-sink',
       planLimits: { gold: { rps: 5, burst: 10 } },
     });
     expect(c.credentialsKey?.length).toBe(32);
@@ -71,6 +74,7 @@ describe('config: defaults of the operator contract', () => {
 describe('config: a bad value names the variable in one line', () => {
   it.each([
     ['PORT', { PORT: 'eighty' }],
+    ['GRAPH_SINK_ROLE', { GRAPH_SINK_ROLE: 'forwarder' }],
     ['PORT', { PORT: '70000' }],
     ['METRICS_PORT', { METRICS_PORT: '-1' }],
     ['ADMIN_TOKEN', { ADMIN_TOKEN: 'short' }],

@@ -8,7 +8,7 @@ import { z } from 'zod';
 import { ServiceError } from './errors.js';
 import { RAW_LOG_RETENTION_DAYS } from './topics.js';
 
-export const SERVICE_ROLES = ['all', 'gateway', 'dedupe', 'enrich', 'forwarder', 'refresher', 'console'] as const;
+export const SERVICE_ROLES = ['all', 'gateway', 'dedupe', 'enrich', 'identity-sink', 'forwarder', 'refresher', 'console'] as const;
 export type ServiceRole = (typeof SERVICE_ROLES)[number];
 
 export interface PlanLimit {
@@ -94,6 +94,11 @@ const envSchema = z.object({
   REDIS_URL: z.string().regex(/^rediss?:\/\//, 'must be a redis:// URL').optional(),
   METRICS_PORT: port.default(9464),
   SERVICE_ROLE: z.enum(SERVICE_ROLES).default('all'),
+  /**
+   * Which role runs the identity graph's sink on Kafka: `enrich` (beside enrich, the default) or `identity-sink` (its
+   * own processes, so the sink's Postgres writes leave enrich's event loop). Set the same in every process.
+   */
+  GRAPH_SINK_ROLE: z.enum(['enrich', 'identity-sink']).default('enrich'),
   PLAN_LIMITS: z
     .string()
     .transform((raw, ctx) => {
@@ -198,6 +203,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   readonly metricsPort: number;
   readonly role: ServiceRole;
+  /** GRAPH_SINK_ROLE: the role whose processes run the graph sink on Kafka. */
+  readonly graphSinkRole: 'enrich' | 'identity-sink';
   readonly planLimits: Readonly<Record<string, PlanLimit>>;
   readonly logLevel: string;
   readonly dedupeWindowMs: number;
@@ -319,6 +326,7 @@ export function loadConfig(env: Record<string, string | undefined> = process.env
     redisUrl: e.REDIS_URL,
     metricsPort: e.METRICS_PORT,
     role: e.SERVICE_ROLE,
+    graphSinkRole: e.GRAPH_SINK_ROLE,
     planLimits: e.PLAN_LIMITS ?? DEFAULT_PLAN_LIMITS,
     logLevel: e.LOG_LEVEL,
     dedupeWindowMs: e.DEDUPE_WINDOW_HOURS * 3600_000,

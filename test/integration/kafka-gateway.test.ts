@@ -5,7 +5,9 @@
  * the same key sent to both replicas passes dedupe once. A 12 MB body gets a 413 a client can read. And the console
  * on this runtime (its own tests run on the embedded default): a member signs in, creates a named key
  * through the API Key page, a gateway takes an event with it, and the page then shows the key as used; a workspace
- * the user does not belong to answers 404 by URL, and a form without its CSRF token is refused.
+ * the user does not belong to answers 404 by URL, and a form without its CSRF token is refused. The identity graph's
+ * sink in processes of its own (GRAPH_SINK_ROLE=identity-sink): enrich then leaves the queryable tables alone, and an
+ * identity-sink process writes them.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventEnvelope } from '../../services/domain/envelope.js';
@@ -33,7 +35,8 @@ afterAll(async () => {
 });
 
 /** One role of the service on Kafka and this file's database, its consumer groups named `<prefix><stage>`. */
-const startRole = (prefix: string, role: string) => startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role });
+const startRole = (prefix: string, role: string, extra?: Record<string, string>) =>
+  startKafkaService(infraEnv(), { databaseUrl: database.url, groupPrefix: prefix, role, extra });
 
 /** A console and a gateway, and an admin client of the console. */
 async function consoleAndGateway(prefix: string) {
@@ -90,6 +93,40 @@ describe('two gateway replicas, roles in separate processes', () => {
     expect(tally(deduped.map((r) => r.value.idempotency_key!))).toEqual(new Map(keys.map((k) => [k, 1])));
 
     for (const p of [g1, g2, console_, dedupe]) expect(await p.stop()).toBe(0);
+  });
+
+  it('runs the graph sink only where GRAPH_SINK_ROLE says: not beside enrich, in an identity-sink process', async () => {
+    const prefix = `${kit.groupPrefix}sink-`;
+    await kit.startStagesAtEnd(prefix);
+    const split = { GRAPH_SINK_ROLE: 'identity-sink' };
+    const start = (role: string) => startRole(prefix, role, split);
+    const [console_, gateway, dedupe, enrich] = await Promise.all([start('console'), start('gateway'), start('dedupe'), start('enrich')]);
+    const admin = adminClient(console_.url, TEST_ADMIN_TOKEN);
+    const ws = (await admin.createWorkspace('sink-role')).id;
+    const key = (await admin.createKey(ws, 'live')).key;
+    const fromChanges = await kit.ends(Topics.identityChanges);
+    const r = await fetch(`${gateway.url}/v1/events`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify([webEvent({ event_data: { client_id: 'cid-sink', session_id: 'sid-sink' }, event_metadata: { idempotency_key: 'sink-1' } })]),
+    });
+    expect(r.status).toBe(202);
+
+    // Enrich linked the event (its changes are on identity.graph-changes) and wrote no row of it.
+    await waitFor('enrich emitted the graph changes', async () =>
+      (await kit.read<{ workspace_id: string }>(Topics.identityChanges, fromChanges)).some((c) => c.value.workspace_id === ws),
+    60_000, 200);
+    const rows = async () => (await database.db.query('SELECT kind, value FROM identity_nodes WHERE workspace_id = $1', [ws])).rows;
+    const written = await kit.ends(Topics.identityChanges);
+    // Beside enrich, the sink would have taken them within its gather time (1 s).
+    await new Promise((done) => setTimeout(done, 3_000));
+    expect(await rows()).toEqual([]);
+    expect(await kit.drained(`${prefix}identity-sink`, Topics.identityChanges, written)).toBe(false);
+
+    // An identity-sink process writes them.
+    const sink = await start('identity-sink');
+    await waitFor('the identity-sink process wrote the nodes', async () => ((await rows()).some((n) => n.value === 'cid-sink') ? true : undefined), 60_000, 200);
+    for (const p of [sink, enrich, dedupe, gateway, console_]) expect(await p.stop()).toBe(0);
   });
 
   it('answers a 12 MB body with a 413 that common clients read, stores nothing of it and keeps serving (issue 14, finding 6)', async () => {
