@@ -27,7 +27,7 @@ export interface PipelineDeps {
 export function pipelineStages(deps: PipelineDeps): AnyStage[] {
   return [
     createDedupeProcessor({ windowMs: deps.dedupeWindowMs }),
-    createEnrichProcessor({ graphRetentionMs: deps.graphRetentionMs }),
+    createEnrichProcessor({ graphRetentionMs: deps.graphRetentionMs, dedupeWindowMs: deps.dedupeWindowMs }),
     createGraphSinkStage(),
     ...(deps.forwarderIntake ? [deps.forwarderIntake] : []),
   ];

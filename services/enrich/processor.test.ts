@@ -172,6 +172,28 @@ describe('enrich: event_id, transaction_id and conversion-level dedup', () => {
     expect([label(a!), label(b!)]).toEqual(['ok', expected]);
   });
 
+  it('when dedupe\'s window covers the claim window, events dedupe keyed claim nothing; events without a key still do', async () => {
+    const covered = createEnrichProcessor({ settingsTtlMs: 0, dedupeWindowMs: 7 * DAY });
+    const ws = await seedWorkspace(db);
+    const claims = async () =>
+      (await db.query<{ key: string }>(`SELECT key FROM state_store WHERE key LIKE $1 ORDER BY key`, [`${CLAIM_PREFIX}${ws}%`])).rows.map((r) => r.key);
+    // A and B with a key: no claim. A batch's own repeat of an id is still dropped (what one event at a time gives).
+    const keyed = await run([webEnvelope({ event_metadata: { idempotency_key: 'k-1' } }, { workspaceId: ws }), ...fromB([sgtmEvent()], 'B-9', { workspaceId: ws }), webEnvelope({ event_metadata: { idempotency_key: 'k-1' } }, { workspaceId: ws })], covered);
+    expect(keyed.map(label)).toEqual(['ok', 'ok', 'drop:duplicate_event_id']);
+    expect(await claims()).toEqual([]);
+    // B without a key claims its derived id, and a later repeat is dropped.
+    const body = sgtmEvent();
+    const [first] = await run(fromB([body], undefined, { workspaceId: ws }), covered);
+    const [again] = await run(fromB([body], undefined, { workspaceId: ws, receivedAt: T0 + 60_000 }), covered);
+    expect([label(first!), label(again!)]).toEqual(['ok', 'drop:duplicate_event_id']);
+    expect(await claims()).toEqual([`${CLAIM_PREFIX}${ws}\u001flive\u001f${conversion(first!).event_id}`]);
+    // A shorter dedupe window: a keyed event that got past it is held by its claim again.
+    const shorter = createEnrichProcessor({ settingsTtlMs: 0, dedupeWindowMs: DAY });
+    const [a] = await run([webEnvelope({ event_metadata: { idempotency_key: 'k-2' } }, { workspaceId: ws })], shorter);
+    const [b] = await run([webEnvelope({ event_metadata: { idempotency_key: 'k-2' } }, { workspaceId: ws })], shorter);
+    expect([label(a!), label(b!)]).toEqual(['ok', 'drop:duplicate_event_id']);
+  });
+
   it('claims: the first conversion of an id wins, within a batch and across batches', async () => {
     const store = new PartitionStore<EventIdClaim>(undefined);
     const scope = { workspaceId: 'ws_claim', keyMode: 'live' as const };

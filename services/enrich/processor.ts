@@ -22,7 +22,7 @@ import { graphInputOf } from './identity/identifiers.js';
 import type { EnrichItem } from './item.js';
 import { scopeOf } from './scope.js';
 import { createBuildConversionStep, type Convertible } from './steps/build-conversion.js';
-import { createClaimEventIdsStep } from './steps/claim-event-ids.js';
+import { createClaimEventIdsStep, firstOfEachEventId } from './steps/claim-event-ids.js';
 import { createLinkIdentitiesStep } from './steps/link-identities.js';
 import { createSelectConversionStep, type WorkspaceSelections } from './steps/select-conversion.js';
 import { TtlCache } from './ttl-cache.js';
@@ -60,6 +60,11 @@ export interface EnrichDeps {
   readonly conversionIdWindowMs?: number;
   readonly settingsTtlMs?: number;
   readonly graphRetentionMs?: number;
+  /**
+   * The dedupe stage's window (DEDUPE_WINDOW_HOURS): when it is at least the claim window, events that dedupe keyed
+   * claim no event_id (steps/claim-event-ids.ts). Unset: every conversion claims.
+   */
+  readonly dedupeWindowMs?: number;
 }
 
 export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, EnrichEntry> {
@@ -69,7 +74,8 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Enr
   const graphRetentionMs = deps.graphRetentionMs ?? ENRICH_DEFAULTS.graphRetentionMs;
   const graphOptions = { maxClusterIdentifiers: deps.maxClusterIdentifiers ?? ENRICH_DEFAULTS.maxClusterIdentifiers, retentionMs: graphRetentionMs };
   const linkIdentities = createLinkIdentitiesStep(graphOptions);
-  const claimConversions = deps.replay ? firstOfEachEventId : createClaimEventIdsStep();
+  const claimDeduped = deps.dedupeWindowMs === undefined || deps.dedupeWindowMs < windowMs;
+  const claimConversions = createClaimEventIdsStep({ claimDeduped });
   const buildConversions = createBuildConversionStep({ timeZones: new TtlCache<string>(settingsTtlMs) });
 
   /** The batch's events, between erasure records (processBatch below). */
@@ -100,7 +106,7 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Enr
       if (selection.kind === 'skip') outcomes[item.position] = drop(selection.reason);
       else candidates.push({ item, n, selection, eventId: eventIdOf(item.e) });
     });
-    const claimed = await claimConversions(claimStore(ctx), candidates);
+    const claimed = deps.replay ? firstOfEachEventId(candidates) : await claimConversions(claimStore(ctx), candidates);
     const winners = candidates.filter((c, k) => {
       if (!claimed[k]) outcomes[c.item.position] = drop('duplicate_event_id');
       return claimed[k];
@@ -165,17 +171,6 @@ const graphStore = (ctx: BatchContext<EnrichEntry>) => ctx.store as KeyValueStor
 const claimStore = (ctx: BatchContext<EnrichEntry>) => ctx.store as KeyValueStore<EventIdClaim>;
 
 const isErasureRecord = (v: unknown): boolean => typeof v === 'object' && v !== null && (v as { graph_erasure?: unknown }).graph_erasure != null;
-
-/** A replay's claim: the first conversion of each (workspace, key mode, event_id) in the batch. */
-async function firstOfEachEventId(_store: unknown, conversions: ReadonlyArray<{ item: EnrichItem; eventId: string }>): Promise<boolean[]> {
-  const seen = new Set<string>();
-  return conversions.map(({ item, eventId }) => {
-    const k = `${item.scope.workspaceId}\n${item.scope.keyMode}\n${eventId}`;
-    if (seen.has(k)) return false;
-    seen.add(k);
-    return true;
-  });
-}
 
 /**
  * The console's Activity counts of events that could have been conversions and were dropped, by reason (one
