@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { prng } from '../../../test/helpers/prng.js';
 import { PartitionStore, StoreTransaction } from '../../stream/store.js';
 import { GraphSnapshot, nodeIdOf, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
-import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
+import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, NODE_REFRESH_MS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
 import { kindPriority, type GraphKind, type GraphNode } from './kinds.js';
 
 const DAY = 24 * 3600_000;
@@ -164,6 +164,41 @@ describe('identity graph as partition-local state', () => {
     expect(summary.clicks).toHaveLength(MAX_CLICKS);
     expect(summary.clicks[0]!.value).toBe('t399');
     expect(summary.page_with_location?.page_location).toBe('https://shop.example/399');
+  });
+
+  it('a stable identifier seen again with nothing else new is not rewritten within NODE_REFRESH_MS; its times stay exact', async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_refresh', keyMode: 'live' };
+    const user: GraphNode = { kind: 'user_id', value: 'u1' };
+    const t = tables();
+    const MIN = 60_000;
+    const visit = (at: number, page: { page_location: string; user_agent: string } | null) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, [{ scope, node: user }], { maxClusterIdentifiers: 100 });
+        const { resolved } = s.link(scope, [user], at, page);
+        for (const c of await s.save()) t.apply(c);
+        return { written: [...tx.changes()].map(([k]) => k), seen: s.offeredIdentifiers(resolved!, ['user_id'], 1)[0]!.lastSeenAt };
+      });
+    const key = nodeStoreKey(scope, user);
+    const row = () => t.nodes.get(nodeIdOf(scope, user))!;
+    expect((await visit(T0, { page_location: 'https://shop.example/', user_agent: 'agent' })).written).toContain(key);
+    // A server event 10 minutes later: the cluster's summary takes the time, the entry is left as it was.
+    const later = await visit(T0 + 10 * MIN, null);
+    expect(later.written).not.toContain(key);
+    expect(later.seen).toBe(T0 + 10 * MIN);
+    expect(row().last_seen_at).toBe(T0 + 10 * MIN);
+    expect((p.store.read(key) as { last_seen_at: number }).last_seen_at).toBe(T0);
+    // A late event (5 minutes in) neither moves the time back nor rewrites the entry.
+    const late = await visit(T0 + 5 * MIN, null);
+    expect(late.written).not.toContain(key);
+    expect([late.seen, row().last_seen_at]).toEqual([T0 + 10 * MIN, T0 + 10 * MIN]);
+    // Page data, or NODE_REFRESH_MS after the last write: rewritten.
+    expect((await visit(T0 + 20 * MIN, { page_location: 'https://shop.example/cart', user_agent: 'agent' })).written).toContain(key);
+    expect((await visit(T0 + 30 * MIN, null)).written).not.toContain(key);
+    const refreshed = await visit(T0 + 20 * MIN + NODE_REFRESH_MS, null);
+    expect(refreshed.written).toContain(key);
+    expect((p.store.read(key) as { last_seen_at: number }).last_seen_at).toBe(T0 + 20 * MIN + NODE_REFRESH_MS);
+    expect(row().first_seen_at).toBe(T0);
   });
 
   it('an erasure removes the clusters of the given identifiers and their stable identifiers; later events start afresh', async () => {

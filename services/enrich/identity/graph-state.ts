@@ -5,7 +5,8 @@
  * An event reads and writes only what it touches: an entry per identifier (`NodeState`) and one per cluster
  * (`ClusterState`, a summary of exactly what the reads need). A merge folds the smaller summary into the larger and
  * leaves a forward (`into`), so member entries are never relabelled. Session and click-id entries age out
- * (EPHEMERAL_RETENTION). The queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
+ * (EPHEMERAL_RETENTION). A stable identifier's entry is not rewritten for an event that changes only when it was last
+ * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time. The queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
  * The reads must answer what GraphSnapshot (graph-repo.ts) answers over whole clusters (graph-state.test.ts).
  */
 import type { KeyValueStore } from '../../stream/store.js';
@@ -19,6 +20,10 @@ export interface NodeState {
   /** The cluster the node joined (possibly merged since: follow the cluster's `into`). */
   cluster: string;
   first_seen_at: number;
+  /**
+   * For a stable identifier, up to NODE_REFRESH_MS older than when it was last seen: its cluster's member (MemberState)
+   * has the time, and the reads and the rows take it from there.
+   */
   last_seen_at: number;
   page_location: string | null;
   user_agent: string | null;
@@ -58,6 +63,12 @@ export interface ClusterState {
 export type GraphEntry = NodeState | ClusterState;
 
 const DAY_MS = 24 * 3600_000;
+/**
+ * How long after its last write a stable identifier's entry is rewritten for an event that changes nothing else of it
+ * (a server event's, with no page data): it then ages out (by its last write) at most this much before its retention
+ * from when it was last seen.
+ */
+export const NODE_REFRESH_MS = 3600_000;
 /** Click ids a cluster keeps as attribution candidates. */
 export const MAX_CLICKS = 32;
 /** The longest click window a forwarding setup may have (console/routes/forwarding.ts). */
@@ -155,6 +166,10 @@ export class GraphState implements ClusterReader {
   private readonly clusters = new Map<string, ClusterState>();
   /** Written entries, with the node they are (null: an erased entry, known by its key only). */
   private readonly dirtyNodes = new Map<string, { scope: GraphScope; node: GraphNode | null }>();
+  /** Of dirtyNodes, those whose store entry needs no rewrite (the batch changed only their last seen time). */
+  private readonly unwritten = new Set<string>();
+  /** last_seen_at of the node entries as read from the store: how old their last write is. */
+  private readonly storedLast = new Map<string, number>();
   private readonly dirtyClusters = new Set<string>();
   private readonly edges = new Map<string, EdgeRow>();
   private readonly merges: Array<{ from: string; into: string; scope: GraphScope }> = [];
@@ -187,7 +202,10 @@ export class GraphState implements ClusterReader {
     if (keys.length === 0) return state;
     const found = await store.getMany(keys);
     // Copies: the batch changes its entries in place, and the store's committed values must not see that before commit.
-    for (const [k, v] of found) state.nodes.set(k, { ...(v as NodeState) });
+    for (const [k, v] of found) {
+      state.nodes.set(k, { ...(v as NodeState) });
+      state.storedLast.set(k, (v as NodeState).last_seen_at);
+    }
     // With the clusters the nodes point at, those an event could found (a merged one's id must not be founded again).
     let wanted = [...new Set([...[...state.nodes.values()].map((n) => n.cluster), ...founding])];
     while (wanted.length > 0) {
@@ -262,6 +280,7 @@ export class GraphState implements ClusterReader {
       const key = keys[i]!;
       const cluster = plan.clusterOf.get(nodeKey(n))!;
       let s = existing.has(nodeKey(n)) ? this.nodes.get(key) : undefined;
+      let rewrite = true;
       if (!s) {
         s = {
           cluster,
@@ -273,6 +292,9 @@ export class GraphState implements ClusterReader {
         };
         this.nodes.set(key, s);
       } else {
+        const stored = this.storedLast.get(key);
+        rewrite =
+          !KIND_RULES[n.kind].stable || s.cluster !== cluster || seenAt < s.first_seen_at || pageAt !== null || stored === undefined || seenAt - stored >= NODE_REFRESH_MS;
         s.cluster = cluster;
         s.first_seen_at = Math.min(s.first_seen_at, seenAt);
         s.last_seen_at = Math.max(s.last_seen_at, seenAt);
@@ -282,6 +304,8 @@ export class GraphState implements ClusterReader {
         }
         if (pageAt !== null) s.page_seen_at = s.page_seen_at === null ? pageAt : Math.max(s.page_seen_at, pageAt);
       }
+      if (rewrite) this.unwritten.delete(key);
+      else if (!this.dirtyNodes.has(key)) this.unwritten.add(key);
       this.dirtyNodes.set(key, { scope, node: n });
       if (KIND_RULES[n.kind].merges) this.summarise(cluster, n, s);
     });
@@ -391,6 +415,7 @@ export class GraphState implements ClusterReader {
     }
     for (const key of gone) {
       this.nodes.delete(key);
+      this.unwritten.delete(key);
       this.dirtyNodes.set(key, { scope, node: null });
       this.erasedNodes.push({ scope, nodeId: nodeIdOfKey(key) });
     }
@@ -458,6 +483,7 @@ export class GraphState implements ClusterReader {
   /** Writes the batch's entries to the store and returns its changes for the queryable tables, one per graph. */
   async save(): Promise<GraphChanges[]> {
     for (const [key] of this.dirtyNodes) {
+      if (this.unwritten.has(key)) continue;
       const s = this.nodes.get(key);
       if (s) await this.store.put(key, s);
       else this.store.delete(key);
@@ -528,11 +554,14 @@ export class GraphState implements ClusterReader {
 
 const sameNode = (a: { kind: string; value: string }, b: { kind: string; value: string } | null): boolean => b !== null && a.kind === b.kind && a.value === b.value;
 
+/** The member's times span the node's (whose last_seen_at may lag in the store: NODE_REFRESH_MS), and the node takes them. */
 function upsertMember(list: MemberState[], n: GraphNode, s: NodeState): void {
   const m = list.find((x) => x.kind === n.kind && x.value === n.value);
   if (m) {
-    m.first_seen_at = s.first_seen_at;
-    m.last_seen_at = s.last_seen_at;
+    m.first_seen_at = Math.min(m.first_seen_at, s.first_seen_at);
+    m.last_seen_at = Math.max(m.last_seen_at, s.last_seen_at);
+    s.first_seen_at = m.first_seen_at;
+    s.last_seen_at = m.last_seen_at;
   } else list.push({ kind: n.kind, value: n.value, first_seen_at: s.first_seen_at, last_seen_at: s.last_seen_at });
 }
 
