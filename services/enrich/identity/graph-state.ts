@@ -6,7 +6,8 @@
  * (`ClusterState`, a summary of exactly what the reads need). A merge folds the smaller summary into the larger and
  * leaves a forward (`into`), so member entries are never relabelled. Session and click-id entries age out
  * (EPHEMERAL_RETENTION). A stable identifier's entry is not rewritten for an event that changes only when it was last
- * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time. The queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
+ * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time. The
+ * queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
  * The reads must answer what GraphSnapshot (graph-repo.ts) answers over whole clusters (graph-state.test.ts).
  */
 import type { KeyValueStore } from '../../stream/store.js';
