@@ -89,7 +89,9 @@ describe('every topic value round-trips through its Avro schema', () => {
   // The store's entries come back as avsc's record objects (the changelog restores them as they are): equal in value.
   it.each<[string, unknown]>([
     ['graph state: an identifier', { cluster: 'c_1', first_seen_at: 1, last_seen_at: 2, page_location: 'https://shop.example/', user_agent: null, page_seen_at: 2 }],
-    ['graph state: a cluster summary', { into: null, members: [{ kind: 'email_sha256', value: 'e'.repeat(64), first_seen_at: 1, last_seen_at: 2 }], clicks: [], page_with_location: null, page_any: null, ad_storage_withdrawn_at: null, ad_user_data_withdrawn_at: 3 }],
+    ['graph state: a cluster summary', { into: null, members: [{ kind: 'email_sha256', value: 'e'.repeat(64), first_seen_at: 1, last_seen_at: 2 }], page_with_location: null, page_any: null, ad_storage_withdrawn_at: null, ad_user_data_withdrawn_at: 3 }],
+    ['graph state: a cluster summary with its few click ids', { into: null, members: [], clicks: [{ kind: 'ttclid', value: 'E.C.P.1', first_seen_at: 1, last_seen_at: 2 }], page_with_location: null, page_any: null, ad_storage_withdrawn_at: null, ad_user_data_withdrawn_at: null }],
+    ["graph state: a cluster's click list", { clicks: [{ kind: 'ttclid', value: 'E.C.P.1', first_seen_at: 1, last_seen_at: 2 }] }],
     ['graph state: a claimed event id', { claimed_at: 5 }],
   ])('%s (identity.graph-state)', async (_name, value) => {
     expect(await serde.decode(Topics.identityState, serde.encode(Topics.identityState, value))).toEqual(value);

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { prng } from '../../../test/helpers/prng.js';
 import { PartitionStore, StoreTransaction } from '../../stream/store.js';
 import { GraphSnapshot, nodeIdOf, type EdgeRow, type GraphScope, type NodeRow } from './graph-repo.js';
-import { EPHEMERAL_RETENTION, GraphState, MAX_CLICKS, NODE_REFRESH_MS, clusterStoreKey, nodeStoreKey, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
+import { EPHEMERAL_RETENTION, GraphState, INLINE_CLICKS, MAX_CLICKS, NODE_REFRESH_MS, clickListStoreKey, clusterStoreKey, nodeStoreKey, type ClickListState, type ClusterState, type GraphChanges, type GraphEntry } from './graph-state.js';
 import { kindPriority, type GraphKind, type GraphNode } from './kinds.js';
 
 const DAY = 24 * 3600_000;
@@ -157,13 +157,118 @@ describe('identity graph as partition-local state', () => {
       });
       sizes.push(JSON.stringify(written).length);
     }
-    // Four identifier entries and one cluster summary each time; the summary holds at most MAX_CLICKS click ids.
+    // Four identifier entries, one cluster summary and its click list each time; the list holds at most MAX_CLICKS.
     expect(sizes.at(-1)!).toBeLessThanOrEqual(sizes[MAX_CLICKS + 1]! + 64);
     const summary = p.store.read(clusterStoreKey(cluster)) as ClusterState;
     expect(summary.members.map((m) => m.kind).sort()).toEqual(['client_id', 'email_sha256']);
-    expect(summary.clicks).toHaveLength(MAX_CLICKS);
-    expect(summary.clicks[0]!.value).toBe('t399');
+    const { clicks } = p.store.read(clickListStoreKey(cluster)) as ClickListState;
+    expect(clicks).toHaveLength(MAX_CLICKS);
+    expect(clicks[0]!.value).toBe('t399');
     expect(summary.page_with_location?.page_location).toBe('https://shop.example/399');
+  });
+
+  it("a cluster's click ids: in its summary while few, then in an entry written only when they change; merged, erased and read from older entries", async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_clicks', keyMode: 'live' };
+    const n = (kind: GraphKind, value: string): GraphNode => ({ kind, value });
+    const run = <T>(nodes: GraphNode[], fn: (s: GraphState) => T) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, nodes.map((node) => ({ scope, node })), { maxClusterIdentifiers: 100 });
+        const out = fn(s);
+        await s.save();
+        return { out, written: [...tx.changes()].map(([k]) => k) };
+      });
+    const link = (at: number, ...nodes: GraphNode[]) => run(nodes, (s) => s.link(scope, nodes, at, null).resolved!);
+    const clickOf = (cluster: string, at: number, node: GraphNode) => run([node], (s) => s.newestClickId(cluster, at, 7 * DAY));
+    const summary = (cluster: string) => p.store.read(clusterStoreKey(cluster)) as ClusterState;
+    const list = (cluster: string) => (p.store.read(clickListStoreKey(cluster)) as ClickListState | undefined)?.clicks.map((m) => m.value).sort();
+
+    let a = '';
+    for (let i = 1; i <= INLINE_CLICKS; i++) {
+      const r = await link(T0 + i * 1000, n('client_id', 'c1'), n('ttclid', `t${i}`));
+      a = r.out;
+      expect(r.written).not.toContain(clickListStoreKey(a));
+    }
+    expect(summary(a).clicks!.map((m) => m.value)).toHaveLength(INLINE_CLICKS);
+    // One more: they move to an entry of their own, and the summary no longer holds them.
+    const moved = await link(T0 + 5000, n('client_id', 'c1'), n('ttclid', 't5'));
+    expect(moved.written).toEqual(expect.arrayContaining([clusterStoreKey(a), clickListStoreKey(a)]));
+    expect(summary(a).clicks).toBeUndefined();
+    expect(list(a)).toEqual(['t1', 't2', 't3', 't4', 't5']);
+    // Seen again without a click id: the summary is written, the click ids are not.
+    const again = await link(T0 + 6000, n('client_id', 'c1'));
+    expect(again.written).toContain(clusterStoreKey(a));
+    expect(again.written).not.toContain(clickListStoreKey(a));
+    expect((await clickOf(a, T0 + 6500, n('client_id', 'c1'))).out).toBe('t5');
+    expect((await clickOf(a, T0 + 2500, n('client_id', 'c1'))).out).toBe('t2');
+
+    // A second person with a newer click (inline), merged with the first by an email both share: one list of six.
+    const b = (await link(T0 + 7000, n('client_id', 'c2'), n('ttclid', 't6'))).out;
+    const merged = await link(T0 + 8000, n('email_sha256', 'e1'), n('client_id', 'c1'), n('client_id', 'c2'));
+    const into = merged.out;
+    const from = into === a ? b : a;
+    expect(summary(from).into).toBe(into);
+    expect(list(from)).toBeUndefined();
+    expect(summary(into).clicks).toBeUndefined();
+    expect(list(into)).toEqual(['t1', 't2', 't3', 't4', 't5', 't6']);
+    expect((await clickOf(into, T0 + 9000, n('client_id', 'c1'))).out).toBe('t6');
+    expect((await clickOf(into, T0 + 3500, n('client_id', 'c2'))).out).toBe('t3');
+
+    // An erasure takes the click ids (their own entries and the list) with the cluster.
+    const erased = await run([n('email_sha256', 'e1')], (s) => s.erase(scope, [nodeStoreKey(scope, n('email_sha256', 'e1'))]));
+    expect(erased.written).toEqual(expect.arrayContaining([clickListStoreKey(into), nodeStoreKey(scope, n('ttclid', 't1')), nodeStoreKey(scope, n('ttclid', 't6'))]));
+    expect(list(into)).toBeUndefined();
+
+    // A summary written before INLINE_CLICKS holds all its click ids itself: they are read, and move out on its next write.
+    const old = (await link(T0 + DAY, n('client_id', 'c9'), ...['t91', 't92', 't93', 't94', 't95', 't96'].map((v) => n('ttclid', v)))).out;
+    const tx = p.store.begin();
+    await tx.put(clusterStoreKey(old), { ...summary(old), clicks: (p.store.read(clickListStoreKey(old)) as ClickListState).clicks });
+    tx.delete(clickListStoreKey(old));
+    p.store.apply(tx, T0);
+    expect((await clickOf(old, T0 + DAY + 1000, n('client_id', 'c9'))).out).toBe('t91');
+    const rewritten = await link(T0 + DAY + 2000, n('client_id', 'c9'));
+    expect(rewritten.written).toEqual(expect.arrayContaining([clusterStoreKey(old), clickListStoreKey(old)]));
+    expect(summary(old).clicks).toBeUndefined();
+    expect(list(old)).toHaveLength(6);
+  });
+
+  it("stores a cluster's best page data once when the best of all is the best with a location, and reads both back", async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_pages', keyMode: 'live' };
+    const c1: GraphNode = { kind: 'client_id', value: 'c1' };
+    const u1: GraphNode = { kind: 'user_id', value: 'u1' };
+    const visit = (at: number, nodes: GraphNode[], page: { page_location: string | null; user_agent: string | null } | null) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, nodes.map((node) => ({ scope, node })), { maxClusterIdentifiers: 100 });
+        const { resolved } = s.link(scope, nodes, at, page);
+        await s.save();
+        return resolved!;
+      });
+    const read = (cluster: string) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, [{ scope, node: c1 }], { maxClusterIdentifiers: 100 });
+        return s.newestPageData(cluster);
+      });
+    const stored = (cluster: string) => p.store.read(clusterStoreKey(cluster)) as ClusterState;
+    const cluster = await visit(T0, [c1, u1], { page_location: 'https://shop.example/a', user_agent: 'agent-1' });
+    expect([stored(cluster).page_with_location?.page_location, stored(cluster).page_any]).toEqual(['https://shop.example/a', null]);
+    expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/a', user_agent: 'agent-1' });
+    // An email joins without page data, then comes back with older page data and no location: the best of all is
+    // still the best with a location (the store's null is read back as it), so it stays stored once.
+    const e1: GraphNode = { kind: 'email_sha256', value: 'e1' };
+    await visit(T0 + 10, [u1, e1], null);
+    await visit(T0 - 500, [e1], { page_location: null, user_agent: 'agent-0' });
+    expect(stored(cluster).page_any).toBeNull();
+    // The user id alone, later, with page data without a location (it never had one): now the best of all differs
+    // from the best with a location, and both are kept.
+    await visit(T0 + 1000, [{ kind: 'user_id', value: 'u2' }, u1], { page_location: null, user_agent: 'agent-2' });
+    await visit(T0 + 2000, [{ kind: 'user_id', value: 'u2' }], { page_location: null, user_agent: 'agent-3' });
+    expect([stored(cluster).page_with_location?.value, stored(cluster).page_any?.value]).toEqual(['u1', 'u2']);
+    expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/a', user_agent: 'agent-2' });
+    // Newer page data with a location: one candidate again, stored once.
+    await visit(T0 + 3000, [c1], { page_location: 'https://shop.example/b', user_agent: 'agent-4' });
+    expect(stored(cluster).page_any).toBeNull();
+    expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/b', user_agent: 'agent-4' });
   });
 
   it('a stable identifier seen again with nothing else new is not rewritten within NODE_REFRESH_MS; its times stay exact', async () => {

@@ -3,8 +3,10 @@
  * graph (workspace and key mode), so one partition owns a graph: a single writer, no lock.
  *
  * An event reads and writes only what it touches: an entry per identifier (`NodeState`) and one per cluster
- * (`ClusterState`, a summary of exactly what the reads need). A merge folds the smaller summary into the larger and
- * leaves a forward (`into`), so member entries are never relabelled. Session and click-id entries age out
+ * (`ClusterState`, a summary of exactly what the reads need). A cluster's click ids are in its summary while they are
+ * few (INLINE_CLICKS), and in an entry of their own (`ClickListState`) beyond, so that the many events that add none
+ * do not write them again. A merge folds the smaller summary into the larger and leaves a forward (`into`), so member
+ * entries are never relabelled. Session and click-id entries age out
  * (EPHEMERAL_RETENTION). A stable identifier's entry is not rewritten for an event that changes only when it was last
  * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time. The
  * queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
@@ -52,16 +54,28 @@ export interface ClusterState {
   into: string | null;
   /** Its stable identifiers (bounded by the size cap). */
   members: MemberState[];
-  /** Its newest click ids by first seen (at most MAX_CLICKS, none older than the longest click window). */
-  clicks: MemberState[];
-  /** The node with the newest page data among those with a page location, and among all. */
+  /** Its click ids while they are at most INLINE_CLICKS (absent: none, or they are in the cluster's ClickListState). */
+  clicks?: MemberState[];
+  /**
+   * The node with the newest page data among those with a page location, and among all. In the store, `page_any` is
+   * null when it is the same as `page_with_location` (most clusters: a web event brings both): never otherwise while
+   * there is a `page_with_location`, which is also a candidate for `page_any`.
+   */
   page_with_location: PageCandidate | null;
   page_any: PageCandidate | null;
   ad_storage_withdrawn_at: number | null;
   ad_user_data_withdrawn_at: number | null;
 }
 
-export type GraphEntry = NodeState | ClusterState;
+/**
+ * A cluster's newest click ids by first seen (at most MAX_CLICKS, none older than the longest click window), once
+ * there are more than INLINE_CLICKS.
+ */
+export interface ClickListState {
+  clicks: MemberState[];
+}
+
+export type GraphEntry = NodeState | ClusterState | ClickListState;
 
 const DAY_MS = 24 * 3600_000;
 /**
@@ -72,6 +86,11 @@ const DAY_MS = 24 * 3600_000;
 export const NODE_REFRESH_MS = 3600_000;
 /** Click ids a cluster keeps as attribution candidates. */
 export const MAX_CLICKS = 32;
+/**
+ * Click ids a cluster's summary holds itself; more go to an entry of their own. Inline, each costs ~50 bytes on every
+ * write of the summary (most events write it); apart, a change costs one more changelog record.
+ */
+export const INLINE_CLICKS = 4;
 /** The longest click window a forwarding setup may have (console/routes/forwarding.ts). */
 export const MAX_CLICK_WINDOW_MS = 90 * DAY_MS;
 
@@ -92,6 +111,7 @@ const KIND_TAG: Readonly<Record<GraphKind, string>> = {
   organization: 'o',
 };
 const CLUSTER_TAG = 'c';
+const CLICKS_TAG = 'l';
 const SEP = '\u001f';
 
 /**
@@ -112,7 +132,7 @@ const nodeIdOfKey = (key: string): string => key.slice(2);
 const KIND_OF_TAG = new Map(Object.entries(KIND_TAG).map(([kind, tag]) => [tag, kind as GraphKind]));
 const kindOfKey = (key: string): GraphKind | undefined => KIND_OF_TAG.get(key[0]!);
 export const clusterStoreKey = (clusterId: string): string => `${CLUSTER_TAG}${SEP}${clusterId}`;
-export const isClusterKey = (key: string): boolean => key.startsWith(CLUSTER_TAG + SEP);
+export const clickListStoreKey = (clusterId: string): string => `${CLICKS_TAG}${SEP}${clusterId}`;
 
 /** What a batch changed in the graph, for the queryable tables (one record per graph and batch). */
 export interface GraphChanges {
@@ -143,7 +163,6 @@ function better(a: PageCandidate, b: PageCandidate | null): boolean {
 const emptyCluster = (): ClusterState => ({
   into: null,
   members: [],
-  clicks: [],
   page_with_location: null,
   page_any: null,
   ad_storage_withdrawn_at: null,
@@ -172,6 +191,10 @@ export class GraphState implements ClusterReader {
   /** last_seen_at of the node entries as read from the store: how old their last write is. */
   private readonly storedLast = new Map<string, number>();
   private readonly dirtyClusters = new Set<string>();
+  /** Click ids by cluster (absent: none), the clusters whose click ids changed, and those with a stored ClickListState. */
+  private readonly clickLists = new Map<string, MemberState[]>();
+  private readonly dirtyClicks = new Set<string>();
+  private readonly storedClicks = new Set<string>();
   private readonly edges = new Map<string, EdgeRow>();
   private readonly merges: Array<{ from: string; into: string; scope: GraphScope }> = [];
   private readonly withdrawn = new Map<string, GraphScope>();
@@ -210,13 +233,19 @@ export class GraphState implements ClusterReader {
     // With the clusters the nodes point at, those an event could found (a merged one's id must not be founded again).
     let wanted = [...new Set([...[...state.nodes.values()].map((n) => n.cluster), ...founding])];
     while (wanted.length > 0) {
-      const got = await store.getMany(wanted.map(clusterStoreKey));
+      const got = await store.getMany([...wanted.map(clusterStoreKey), ...wanted.map(clickListStoreKey)]);
       const next: string[] = [];
       for (const id of wanted) {
         const stored = got.get(clusterStoreKey(id)) as ClusterState | undefined;
         if (!stored) continue;
-        const c: ClusterState = { ...stored, members: stored.members.map((m) => ({ ...m })), clicks: stored.clicks.map((m) => ({ ...m })) };
+        const { clicks: inline, ...summary } = stored;
+        const c: ClusterState = { ...summary, members: stored.members.map((m) => ({ ...m })), page_any: stored.page_any ?? stored.page_with_location };
         state.clusters.set(id, c);
+        const list = got.get(clickListStoreKey(id)) as ClickListState | undefined;
+        if (list) state.storedClicks.add(id);
+        // Entries written before INLINE_CLICKS hold all of theirs inline: they move out on the cluster's next write.
+        const clicks = list?.clicks ?? inline ?? [];
+        if (clicks.length > 0) state.clickLists.set(id, clicks.map((m) => ({ ...m })));
         if (c.into !== null && !state.clusters.has(c.into)) next.push(c.into);
       }
       wanted = [...new Set(next)];
@@ -252,6 +281,17 @@ export class GraphState implements ClusterReader {
     const n = this.nodes.get(key);
     if (!n) return undefined;
     return KIND_RULES[kind].merges ? this.root(n.cluster) : n.cluster;
+  }
+
+  private clicksOf(clusterId: string): MemberState[] {
+    return this.clickLists.get(clusterId) ?? [];
+  }
+
+  /** The cluster's click ids changed (callers touch the cluster too: its summary may hold them). */
+  private setClicks(clusterId: string, clicks: MemberState[]): void {
+    if (clicks.length > 0) this.clickLists.set(clusterId, clicks);
+    else this.clickLists.delete(clusterId);
+    this.dirtyClicks.add(clusterId);
   }
 
   private touchCluster(id: string): ClusterState {
@@ -343,8 +383,9 @@ export class GraphState implements ClusterReader {
     const c = this.touchCluster(clusterId);
     if (KIND_RULES[n.kind].stable) upsertMember(c.members, n, s);
     if (n.kind === 'ttclid') {
-      upsertMember(c.clicks, n, s);
-      c.clicks = trimClicks(c.clicks, this.newest);
+      const clicks = this.clicksOf(clusterId);
+      upsertMember(clicks, n, s);
+      this.setClicks(clusterId, trimClicks(clicks, this.newest));
     }
     if (s.page_seen_at !== null) {
       const cand: PageCandidate = { kind: n.kind, value: n.value, page_location: s.page_location, user_agent: s.user_agent, page_seen_at: s.page_seen_at };
@@ -359,7 +400,10 @@ export class GraphState implements ClusterReader {
     const a = this.touchCluster(from);
     const b = this.touchCluster(into);
     b.members = [...b.members, ...a.members];
-    b.clicks = trimClicks([...b.clicks, ...a.clicks], this.newest);
+    if (this.clickLists.has(from) || this.clickLists.has(into)) {
+      this.setClicks(into, trimClicks([...this.clicksOf(into), ...this.clicksOf(from)], this.newest));
+      if (this.clickLists.has(from)) this.setClicks(from, []);
+    }
     for (const p of [a.page_any, a.page_with_location]) {
       if (!p) continue;
       if (better(p, b.page_any)) b.page_any = p;
@@ -409,9 +453,10 @@ export class GraphState implements ClusterReader {
     }
     for (const id of ids) {
       const c = this.clusters.get(id)!;
-      for (const m of [...c.members, ...c.clicks]) gone.add(this.keyOf(scope, m));
+      for (const m of [...c.members, ...this.clicksOf(id)]) gone.add(this.keyOf(scope, m));
       this.clusters.delete(id);
       this.dirtyClusters.add(id);
+      this.setClicks(id, []);
       this.erasedClusters.push({ id, scope });
     }
     for (const key of gone) {
@@ -456,11 +501,12 @@ export class GraphState implements ClusterReader {
   }
 
   newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {
-    const c = this.summary(clusterId);
-    if (!c) return undefined;
+    const root = this.root(clusterId);
+    if (root === undefined) return undefined;
+    const c = this.clusters.get(root)!;
     const since = GraphState.since(c, 'ttclid');
     let best: MemberState | undefined;
-    for (const m of c.clicks) {
+    for (const m of this.clicksOf(root)) {
       if (m.first_seen_at <= at - windowMs || m.first_seen_at > at || m.last_seen_at <= since) continue;
       if (!best || m.first_seen_at > best.first_seen_at || (m.first_seen_at === best.first_seen_at && byValue(m, best) < 0)) best = m;
     }
@@ -497,7 +543,14 @@ export class GraphState implements ClusterReader {
         continue;
       }
       if (retention !== undefined && c.into === null) c.members = c.members.filter((m) => m.last_seen_at > this.newest - retention);
-      await this.store.put(clusterStoreKey(id), c);
+      const clicks = this.clicksOf(id);
+      const stored = samePage(c.page_any, c.page_with_location) ? { ...c, page_any: null } : c;
+      await this.store.put(clusterStoreKey(id), clicks.length > 0 && clicks.length <= INLINE_CLICKS ? { ...stored, clicks } : stored);
+    }
+    for (const id of new Set([...this.dirtyClusters, ...this.dirtyClicks])) {
+      const own = this.clusters.has(id) && this.clicksOf(id).length > INLINE_CLICKS;
+      if (own && (this.dirtyClicks.has(id) || !this.storedClicks.has(id))) await this.store.put(clickListStoreKey(id), { clicks: this.clicksOf(id) });
+      else if (!own && this.storedClicks.has(id)) this.store.delete(clickListStoreKey(id));
     }
     return this.changes();
   }
@@ -554,6 +607,9 @@ export class GraphState implements ClusterReader {
 }
 
 const sameNode = (a: { kind: string; value: string }, b: { kind: string; value: string } | null): boolean => b !== null && a.kind === b.kind && a.value === b.value;
+const samePage = (a: PageCandidate | null, b: PageCandidate | null): boolean =>
+  a === b ||
+  (a !== null && b !== null && sameNode(a, b) && a.page_location === b.page_location && a.user_agent === b.user_agent && a.page_seen_at === b.page_seen_at);
 
 /** The member's times span the node's (whose last_seen_at may lag in the store: NODE_REFRESH_MS), and the node takes them. */
 function upsertMember(list: MemberState[], n: GraphNode, s: NodeState): void {

@@ -231,19 +231,30 @@ export const conversionDeadLetterMapping: TopicMapping<ConversionDeadLetterValue
 
 /**
  * Enrich's store entries (services/enrich/identity/graph-state.ts, event-id-claims.ts), kept structural here: a
- * cluster has `into`, a claim `claimed_at`.
+ * cluster has `into`, a claim `claimed_at`, a click list `clicks` alone. A cluster without click ids of its own
+ * writes its `clicks` field empty, and reads back without one.
  */
 type GraphEntryValue = Record<string, unknown>;
+
+const NO_ENTRY = { node: null, cluster: null, claim: null, click_list: null };
 
 export const identityStateMapping: TopicMapping<GraphEntryValue> = {
   schemaFile: 'identity-state.avsc',
   toAvro: (v) =>
     'into' in v
-      ? { node: null, cluster: v, claim: null }
+      ? { ...NO_ENTRY, cluster: { clicks: [], ...v } }
       : 'claimed_at' in v
-        ? { node: null, cluster: null, claim: v }
-        : { node: v, cluster: null, claim: null },
-  fromAvro: (a) => (a.cluster ?? a.node ?? a.claim) as GraphEntryValue,
+        ? { ...NO_ENTRY, claim: v }
+        : 'cluster' in v
+          ? { ...NO_ENTRY, node: v }
+          : { ...NO_ENTRY, click_list: v },
+  fromAvro: (a) => {
+    if (a.cluster) {
+      const { clicks, ...cluster } = a.cluster as { clicks: unknown[] };
+      return (clicks.length > 0 ? a.cluster : cluster) as GraphEntryValue;
+    }
+    return (a.node ?? a.claim ?? a.click_list) as GraphEntryValue;
+  },
 };
 
 /** GraphChanges: the rows' workspace and key mode are the record's, not repeated per row on the wire. */
