@@ -32,15 +32,21 @@ export async function deleteNodes(sql: Sql, workspaceId: string, nodes: readonly
   return r.rows.length;
 }
 
-/** Deletes every edge with one end among the nodes (both modes). Returns how many. */
+/**
+ * Deletes every edge with one end among the nodes (both modes). Returns how many. The `key_mode` condition holds for
+ * every row: it lets the primary key (workspace, key mode, a's kind and value, …) find the edges by their a end;
+ * identity_edges_b finds them by their b end.
+ */
 export async function deleteEdges(sql: Sql, workspaceId: string, nodes: readonly GraphNode[]): Promise<number> {
+  if (nodes.length === 0) return 0;
   const kinds = nodes.map((n) => n.kind);
   const values = nodes.map((n) => n.value);
   const r = await sql.query(
     `DELETE FROM identity_edges e USING unnest($2::text[], $3::text[]) AS p(kind, value)
-     WHERE e.workspace_id = $1 AND ((e.a_kind = p.kind AND e.a_value = p.value) OR (e.b_kind = p.kind AND e.b_value = p.value))
+     WHERE e.workspace_id = $1 AND e.key_mode = ANY($4::text[])
+       AND ((e.a_kind = p.kind AND e.a_value = p.value) OR (e.b_kind = p.kind AND e.b_value = p.value))
      RETURNING e.a_kind`,
-    [workspaceId, kinds, values],
+    [workspaceId, kinds, values, MODES],
   );
   return r.rows.length;
 }

@@ -10,7 +10,9 @@ import type { Sql } from '../../shared/db/db.js';
 import { Topics } from '../../shared/topics.js';
 import { dlq, ok, type Outcome, type Stage } from '../../stream/contract.js';
 import { graphSinkDelay } from '../metrics.js';
+import { deleteEdges } from './erase.js';
 import { upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
+import type { GraphKind } from './kinds.js';
 import type { GraphChanges } from './graph-state.js';
 
 export const GRAPH_SINK_STAGE = 'identity-sink';
@@ -109,14 +111,13 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
   const last = changes.at(-1)!;
   if (last.erased_clusters.length > 0 || last.erased_node_ids.length > 0) {
     // The erased clusters' nodes (those written since the erasure job deleted them too), then every edge touching one.
-    await sql.query(
-      `WITH gone AS (
-         DELETE FROM identity_nodes WHERE cluster_id = ANY($1::text[]) OR node_id = ANY($2::text[]) RETURNING workspace_id, kind, value)
-       DELETE FROM identity_edges e USING gone
-       WHERE e.workspace_id = gone.workspace_id
-         AND ((e.a_kind = gone.kind AND e.a_value = gone.value) OR (e.b_kind = gone.kind AND e.b_value = gone.value))`,
-      [last.erased_clusters.map(root), last.erased_node_ids],
+    // NOTE: two statements, not one with the deleted nodes as a CTE: the planner cannot tell how few rows such a CTE
+    // returns, and joined all of identity_edges by a sequential scan (identity-edges-erasure.test.ts).
+    const gone = await sql.query<{ kind: GraphKind; value: string }>(
+      'DELETE FROM identity_nodes WHERE workspace_id = $1 AND (cluster_id = ANY($2::text[]) OR node_id = ANY($3::text[])) RETURNING kind, value',
+      [last.workspace_id, last.erased_clusters.map(root), last.erased_node_ids],
     );
+    await deleteEdges(sql, last.workspace_id, gone.rows);
   }
 }
 
