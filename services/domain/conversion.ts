@@ -79,6 +79,78 @@ export interface ConversionExplanation {
   readonly fields: readonly FieldExplanation[];
 }
 
+/**
+ * Where a sent field's value is in the record: the i-th sent entry of a list field is the list's i-th element (enrich
+ * lists a field's sources in the order of its values), a single field is the field, and `page.url` is the page's URL
+ * whether it went or not. Undefined when the record holds no value for it.
+ */
+function recordValue(record: PlatformEventRecord, field: string, sent: boolean, index: number): string | undefined {
+  const user = record.user;
+  switch (field) {
+    case 'page.url':
+      return record.page.url;
+    case 'user.email':
+      return sent ? user?.email?.[index] : undefined;
+    case 'user.phone':
+      return sent ? user?.phone?.[index] : undefined;
+    case 'user.external_id':
+      return sent ? user?.external_id?.[index] : undefined;
+    case 'user.ttclid':
+      return sent ? user?.ttclid : undefined;
+    case 'user.user_agent':
+      return sent ? user?.user_agent : undefined;
+    default:
+      return undefined;
+  }
+}
+
+/** Each field of an explanation with the value the record holds for it (recordValue), in order. */
+function withRecordValues(e: ConversionExplanation, record: PlatformEventRecord): { field: FieldExplanation; inRecord: string | undefined }[] {
+  const sentSoFar = new Map<string, number>();
+  return e.fields.map((field) => {
+    const index = sentSoFar.get(field.field) ?? 0;
+    if (field.sent) sentSoFar.set(field.field, index + 1);
+    return { field, inRecord: recordValue(record, field.field, field.sent, index) };
+  });
+}
+
+/** An explanation as carried and stored: compact when `values_from_record` is set (compactExplanation). */
+export type CarriedExplanation = ConversionExplanation & { readonly values_from_record?: true };
+
+/**
+ * The explanation as conversions.ready carries it and conversion_explanations stores it: a field's value is left out
+ * where the record beside it holds the same value (every value enrich explains is one: a third of the explanation's
+ * bytes), marked `values_from_record`. expandExplanation(compactExplanation(e, r), r) is e for every explanation:
+ * one whose fields lack a value the record holds (which expansion would fill) is carried whole, unmarked.
+ */
+export function compactExplanation(e: ConversionExplanation, record: PlatformEventRecord): CarriedExplanation {
+  const fields = withRecordValues(e, record);
+  if (fields.some(({ field, inRecord }) => field.value === undefined && inRecord !== undefined)) return e;
+  return {
+    ...e,
+    fields: fields.map(({ field, inRecord }) => {
+      if (field.value !== inRecord) return field;
+      const { value: _inRecord, ...rest } = field;
+      return rest;
+    }),
+    values_from_record: true,
+  };
+}
+
+/** The whole explanation from what was carried and its record; an unmarked one (whole, or stored before the compact form) as it is. */
+export function expandExplanation(carried: CarriedExplanation, record: PlatformEventRecord): ConversionExplanation {
+  if (carried.values_from_record !== true) return carried;
+  const { values_from_record: _marker, ...e } = carried;
+  return {
+    ...e,
+    fields: withRecordValues(e, record).map(({ field, inRecord }) => {
+      if (field.value !== undefined || inRecord === undefined) return field;
+      const { field: name, sent, rule, ...rest } = field;
+      return { field: name, sent, rule, value: inRecord, ...rest };
+    }),
+  };
+}
+
 /** Whether the workspace's first TikTok destination (its forwarding setup) gets this conversion. */
 export const forFirstTiktok = (c: Pick<ConversionReady, 'event_source' | 'event_source_id'>): boolean => c.event_source !== '' || c.event_source_id !== '';
 

@@ -5,7 +5,7 @@
  * stores it (saveExplanations, one statement per batch) and GET /admin/v1/workspaces/{ws}/conversions/{event_id}
  * reads it; kept CONVERSION_EXPLANATION_RETENTION_DAYS.
  */
-import type { AttributionKind, ConversionExplanation, ConversionReady, FieldExplanation, PlatformEventRecord } from '../domain/conversion.js';
+import { compactExplanation, type AttributionKind, type ConversionExplanation, type ConversionReady, type FieldExplanation, type PlatformEventRecord } from '../domain/conversion.js';
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../shared/db/db.js';
 import type { ConsentState } from '../domain/envelope.js';
@@ -57,7 +57,7 @@ export function explain(
   return { consent, pii_mode: piiMode, attribution, limited_data_use: record.limited_data_use, fields };
 }
 
-/** One statement for the batch's conversions (an upsert: a batch processed again writes the same rows). */
+/** One statement for the batch's conversions (an upsert: a batch processed again writes the same rows), each explanation in its compact form. */
 export async function saveExplanations(sql: Sql, conversions: readonly ConversionReady[]): Promise<void> {
   const rows = conversions.flatMap((conversion) => (conversion.explanation ? [{ conversion, explanation: conversion.explanation }] : []));
   if (rows.length === 0) return;
@@ -74,7 +74,7 @@ export async function saveExplanations(sql: Sql, conversions: readonly Conversio
           key_mode: r.conversion.key_mode,
           event_id: r.conversion.event_id,
           record: r.conversion.record,
-          explanation: r.explanation,
+          explanation: compactExplanation(r.explanation, r.conversion.record),
         })),
       ),
     ],

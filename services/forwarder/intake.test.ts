@@ -6,7 +6,7 @@ import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
 import { saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
-import type { ConversionExplanation } from '../domain/conversion.js';
+import { expandExplanation, type ConversionExplanation, type PlatformEventRecord } from '../domain/conversion.js';
 
 describe('planIntake', () => {
   const c = conversion('ws_1');
@@ -104,7 +104,10 @@ describe('ConversionIntake', () => {
       'SELECT event_id, explanation, record FROM conversion_explanations WHERE workspace_id = $1',
       [ws],
     );
-    expect(rows.rows).toEqual([{ event_id: kept.event_id, explanation: why, record: kept.record }]);
+    // Stored in its compact form (the values the record holds left out): whole again with its record.
+    expect(rows.rows.map((r) => ({ ...r, explanation: expandExplanation(r.explanation, r.record as PlatformEventRecord) }))).toEqual([
+      { event_id: kept.event_id, explanation: why, record: kept.record },
+    ]);
     expect(await outbox(ws)).toEqual([kept.event_id]);
   });
 

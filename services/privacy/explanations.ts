@@ -5,7 +5,7 @@
  * not shown even before the sweep deletes it.
  */
 import { msInterval as ms, type Db } from '../shared/db/db.js';
-import type { ConversionExplanation, PlatformEventRecord } from '../domain/conversion.js';
+import { expandExplanation, type CarriedExplanation, type ConversionExplanation, type PlatformEventRecord } from '../domain/conversion.js';
 import { Topics } from '../shared/topics.js';
 
 export interface ConversionWhy extends ConversionExplanation {
@@ -27,7 +27,7 @@ export class ExplanationRepo {
     const r = await this.db.query<{
       key_mode: string;
       record: PlatformEventRecord;
-      explanation: ConversionExplanation;
+      explanation: CarriedExplanation;
       created_at: Date | string;
       sent_at: Date | string | null;
       sent_request: string | null;
@@ -64,7 +64,7 @@ export class ExplanationRepo {
       expires_at: new Date(builtAt + this.retentionMs).toISOString(),
       delivery,
       record: row.record,
-      ...row.explanation,
+      ...expandExplanation(row.explanation, row.record),
     };
   }
 }

@@ -6,7 +6,7 @@
  *  - free-form JSON (an envelope's payload, a conversion's properties, a dead letter's value) is carried as a JSON
  *    text field (`payload_json`, ...): Avro has no "any" type, and the sender's data is open-ended by contract.
  */
-import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
+import { compactExplanation, expandExplanation, type ConversionReady, type PlatformEventRecord, type PlatformUser } from '../../domain/conversion.js';
 import { CLICK_ID_PARAMS, COMMERCE_STRING_FIELDS, type Commerce, type EventEnvelope, type Identifier, type SessionData } from '../../domain/envelope.js';
 import { Topics, type TopicName } from '../topics.js';
 import type { DeadLetter } from '../../domain/dead-letter.js';
@@ -182,7 +182,7 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
         consent: { ad_user_data: r.consent.ad_user_data, ad_personalization: r.consent.ad_personalization },
         properties_json: r.properties === undefined ? null : JSON.stringify(r.properties),
       },
-      explanation_json: c.explanation === undefined ? null : JSON.stringify(c.explanation),
+      explanation_json: c.explanation === undefined ? null : JSON.stringify(compactExplanation(c.explanation, c.record)),
     };
   },
   fromAvro(a) {
@@ -202,7 +202,7 @@ export const conversionMapping: TopicMapping<ConversionReady> = {
       ...(request_id === null || request_id === undefined ? {} : { request_id }),
       ...(event_name === null || event_name === undefined ? {} : { event_name }),
       record: out,
-      ...(explanation_json === null || explanation_json === undefined ? {} : { explanation: JSON.parse(explanation_json) }),
+      ...(explanation_json === null || explanation_json === undefined ? {} : { explanation: expandExplanation(JSON.parse(explanation_json), out) }),
     };
   },
 };
