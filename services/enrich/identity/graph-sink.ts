@@ -28,7 +28,42 @@ const isChanges = (v: unknown): v is GraphChanges => {
   );
 };
 
+/** The fewest rows the sink writes before it analyses the graph tables (a table's first statistics). */
+export const ANALYZE_MIN_ROWS = 1_000;
+
+/**
+ * The sink keeps the graph tables' planner statistics current itself. A merge's relabel and a withdrawal join
+ * identity_nodes by cluster id: with statistics the planner finds the rows through identity_nodes_cluster, without
+ * them it reads the whole table for each (Postgres 15, 500,000 nodes: 100 ms against 0.9). Tables have none until
+ * analysed: in a new database until autovacuum comes (a minute or more, and the graph grows by thousands of rows a
+ * second then), and on PGlite, the embedded default, ever (it has no autovacuum). So the sink analyses both tables
+ * each time it has written as many rows as identity_nodes held at its last analysis (at least ANALYZE_MIN_ROWS): once
+ * each time the graph doubles, each a fixed sample. docs/decisions.md has the measurements.
+ */
+export class GraphTableStatistics {
+  private written = 0;
+  private threshold = ANALYZE_MIN_ROWS;
+  analyses = 0;
+
+  /** Counts rows written in the batch's transaction, and analyses there when they reach the threshold. */
+  async wrote(sql: Sql, rows: number): Promise<void> {
+    this.written += rows;
+    if (this.written < this.threshold) return;
+    // A sample of 3,000 rows rather than the default 30,000: 21 ms rather than 250 at 500,000 nodes, and what the
+    // joins need of it, that a cluster id matches few rows, it tells as well. Autovacuum's later analyses use the default.
+    await sql.query('SET LOCAL default_statistics_target = 10');
+    // SKIP_LOCKED: a table autovacuum is vacuuming or analysing is left to it; waiting would hold the sink's batch up
+    // to the deadlock timeout (measured: up to 2 s in the drain, on a new database).
+    await sql.query('ANALYZE (SKIP_LOCKED) identity_nodes, identity_edges');
+    const r = await sql.query<{ rows: number }>(`SELECT reltuples::float8 AS rows FROM pg_class WHERE oid = 'identity_nodes'::regclass`);
+    this.analyses++;
+    this.written = 0;
+    this.threshold = Math.max(ANALYZE_MIN_ROWS, Number(r.rows[0]?.rows ?? 0));
+  }
+}
+
 export function createGraphSinkStage(): Stage<unknown> {
+  const statistics = new GraphTableStatistics();
   return {
     name: GRAPH_SINK_STAGE,
     input: Topics.identityChanges,
@@ -46,11 +81,11 @@ export function createGraphSinkStage(): Stage<unknown> {
         run.push(r.value);
         outcomes.push(ok());
         if (r.value.erased_clusters.length > 0 || r.value.erased_node_ids.length > 0) {
-          await applyChanges(ctx.sql, run);
+          await statistics.wrote(ctx.sql, await applyChanges(ctx.sql, run));
           run = [];
         }
       }
-      await applyChanges(ctx.sql, run);
+      await statistics.wrote(ctx.sql, await applyChanges(ctx.sql, run));
       const newest = records.at(-1);
       if (newest) graphSinkDelay.set(Math.max(0, ctx.now() - newest.timestamp) / 1000);
       return outcomes;
@@ -58,9 +93,12 @@ export function createGraphSinkStage(): Stage<unknown> {
   };
 }
 
-/** Applies change records in order: only the last may hold erasures (createGraphSinkStage cuts the batch after them). */
-export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): Promise<void> {
-  if (changes.length === 0) return;
+/**
+ * Applies change records in order: only the last may hold erasures (createGraphSinkStage cuts the batch after them).
+ * Answers how many node and edge rows it wrote.
+ */
+export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): Promise<number> {
+  if (changes.length === 0) return 0;
   const into = new Map<string, string>();
   for (const c of changes) for (const m of c.merges) into.set(m.from, m.into);
   const root = (id: string): string => {
@@ -119,6 +157,7 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
     );
     await deleteEdges(sql, last.workspace_id, gone.rows);
   }
+  return nodes.size + edges.size;
 }
 
 const maxOf = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
