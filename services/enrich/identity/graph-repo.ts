@@ -119,6 +119,24 @@ export function addEventEdges(
   }
 }
 
+/**
+ * The nodes that keep an event's page data (its session data): in each cluster its nodes are in after the link, the
+ * first by kind and value, the one the reads prefer among nodes with the same page time (newestPageData). The rest of
+ * its nodes are not written for it: a returning visitor's identifiers are not rewritten at every page. A cluster's
+ * newest session data is so one visit's location and user agent together. Organisations (clusters of their own,
+ * never read for page data) keep none.
+ */
+export function pageHolders(nodes: readonly GraphNode[], plan: ClusterPlan): Set<GraphNode> {
+  const first = new Map<string, GraphNode>();
+  for (const n of nodes) {
+    if (!KIND_RULES[n.kind].merges) continue;
+    const cluster = plan.clusterOf.get(nodeKey(n))!;
+    const prior = first.get(cluster);
+    if (!prior || (byString(n.kind, prior.kind) || byValue(n, prior)) < 0) first.set(cluster, n);
+  }
+  return new Set(first.values());
+}
+
 /** The clusters a batch touches, whole, with the batch's changes applied in order. */
 export class GraphSnapshot implements ClusterReader {
   private readonly nodes = new Map<string, NodeRow>();
@@ -168,7 +186,7 @@ export class GraphSnapshot implements ClusterReader {
     return n;
   }
 
-  /** Adds the event's nodes and links them (within the cap); stores its page data on them. One event's rules. */
+  /** Adds the event's nodes and links them (within the cap); stores its page data (pageHolders). One event's rules. */
   link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
     if (nodes.length === 0) return { refused: false, resolved: null };
     const ids = nodes.map((n) => this.idOf(scope, n));
@@ -193,10 +211,12 @@ export class GraphSnapshot implements ClusterReader {
     });
     if (plan.merge) for (const from of plan.merge.from) this.relabel(from, plan.merge.into);
 
-    const pageAt = page ? seenAt : null;
+    const holders = page ? pageHolders(nodes, plan) : null;
     nodes.forEach((n, i) => {
       const id = ids[i]!;
       const row = this.nodes.get(id);
+      const own = holders?.has(n) ? page : null;
+      const pageAt = own ? seenAt : null;
       this.dirty.add(id);
       if (!row) {
         this.put({
@@ -208,8 +228,8 @@ export class GraphSnapshot implements ClusterReader {
           cluster_id: plan.clusterOf.get(nodeKey(n))!,
           first_seen_at: seenAt,
           last_seen_at: seenAt,
-          page_location: page?.page_location ?? null,
-          user_agent: page?.user_agent ?? null,
+          page_location: own?.page_location ?? null,
+          user_agent: own?.user_agent ?? null,
           page_seen_at: pageAt,
           ad_user_data_withdrawn_at: null,
           ad_storage_withdrawn_at: null,
@@ -220,8 +240,8 @@ export class GraphSnapshot implements ClusterReader {
       row.first_seen_at = Math.min(row.first_seen_at, seenAt);
       row.last_seen_at = Math.max(row.last_seen_at, seenAt);
       if (pageAt !== null && (row.page_seen_at === null || pageAt >= row.page_seen_at)) {
-        row.page_location = page!.page_location ?? row.page_location;
-        row.user_agent = page!.user_agent ?? row.user_agent;
+        row.page_location = own!.page_location ?? row.page_location;
+        row.user_agent = own!.user_agent ?? row.user_agent;
       }
       if (pageAt !== null) row.page_seen_at = row.page_seen_at === null ? pageAt : Math.max(row.page_seen_at, pageAt);
     });

@@ -259,16 +259,51 @@ describe('identity graph as partition-local state', () => {
     await visit(T0 + 10, [u1, e1], null);
     await visit(T0 - 500, [e1], { page_location: null, user_agent: 'agent-0' });
     expect(stored(cluster).page_any).toBeNull();
-    // The user id alone, later, with page data without a location (it never had one): now the best of all differs
-    // from the best with a location, and both are kept.
+    // Later page data without a location (kept by u1, the first of its event's nodes, then by u2 alone): now the best
+    // of all differs from the best with a location, and both are kept. The answer is the location's own visit.
     await visit(T0 + 1000, [{ kind: 'user_id', value: 'u2' }, u1], { page_location: null, user_agent: 'agent-2' });
     await visit(T0 + 2000, [{ kind: 'user_id', value: 'u2' }], { page_location: null, user_agent: 'agent-3' });
-    expect([stored(cluster).page_with_location?.value, stored(cluster).page_any?.value]).toEqual(['u1', 'u2']);
-    expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/a', user_agent: 'agent-2' });
+    expect([stored(cluster).page_with_location?.value, stored(cluster).page_any?.value]).toEqual(['c1', 'u2']);
+    expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/a', user_agent: 'agent-1' });
     // Newer page data with a location: one candidate again, stored once.
     await visit(T0 + 3000, [c1], { page_location: 'https://shop.example/b', user_agent: 'agent-4' });
     expect(stored(cluster).page_any).toBeNull();
     expect(await read(cluster)).toEqual({ page_location: 'https://shop.example/b', user_agent: 'agent-4' });
+  });
+
+  it("a web event's page data is kept by one node in each of its clusters: a returning visitor's other identifiers are not rewritten", async () => {
+    const p = partition();
+    const scope: GraphScope = { workspaceId: 'ws_holder', keyMode: 'live' };
+    const t = tables();
+    const n = (kind: GraphKind, value: string): GraphNode => ({ kind, value });
+    const visit = (at: number, nodes: GraphNode[], page: { page_location: string; user_agent: string } | null, cap = 100) =>
+      p.batch(async (tx) => {
+        const s = await GraphState.load(tx, nodes.map((node) => ({ scope, node })), { maxClusterIdentifiers: cap });
+        const { resolved, refused } = s.link(scope, nodes, at, page);
+        for (const c of await s.save()) t.apply(c);
+        return { resolved: resolved!, refused, written: [...tx.changes()].map(([k]) => k) };
+      });
+    const page = (i: number) => ({ page_location: `https://shop.example/${i}`, user_agent: `agent-${i}` });
+    const person = [n('user_id', 'u1'), n('email_sha256', 'e1'), n('client_id', 'c1')];
+    const first = await visit(T0, person, page(1));
+    expect(first.written).toEqual(expect.arrayContaining(person.map((m) => nodeStoreKey(scope, m))));
+    // Ten minutes later, another page: the client id (first by kind) takes it; the user id and the email are not rewritten.
+    const again = await visit(T0 + 600_000, person, page(2));
+    expect(again.written).toContain(nodeStoreKey(scope, n('client_id', 'c1')));
+    expect(again.written).not.toContain(nodeStoreKey(scope, n('user_id', 'u1')));
+    expect(again.written).not.toContain(nodeStoreKey(scope, n('email_sha256', 'e1')));
+    const row = (m: GraphNode) => t.nodes.get(nodeIdOf(scope, m))!;
+    expect([row(person[2]!).page_location, row(person[0]!).page_location, row(person[1]!).page_location]).toEqual([page(2).page_location, null, null]);
+    expect(row(person[0]!).last_seen_at).toBe(T0 + 600_000);
+    // A link the cap refuses leaves the event's nodes in two clusters: each keeps the page data by its own first node.
+    const other = (await visit(T0 + 1000, [n('user_id', 'u2')], null)).resolved;
+    const split = await visit(T0 + 700_000, [n('user_id', 'u2'), n('client_id', 'c1')], page(3), 3);
+    expect(split.refused).toBe(true);
+    expect([row(n('user_id', 'u2')).page_location, row(person[2]!).page_location]).toEqual([page(3).page_location, page(3).page_location]);
+    const read = (cluster: string) =>
+      p.batch(async (tx) => (await GraphState.load(tx, [{ scope, node: person[2]! }, { scope, node: n('user_id', 'u2') }], { maxClusterIdentifiers: 3 })).newestPageData(cluster));
+    expect(await read(other)).toEqual(page(3));
+    expect(await read(first.resolved)).toEqual(page(3));
   });
 
   it('a stable identifier seen again with nothing else new is not rewritten within NODE_REFRESH_MS; its times stay exact', async () => {

@@ -15,7 +15,7 @@
 import type { KeyValueStore } from '../../stream/store.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { ClusterReader, EdgeRow, GraphScope, LinkResult, NodeRow, OfferedNode } from './graph-repo.js';
-import { addEventEdges, nodeIdOf } from './graph-repo.js';
+import { addEventEdges, nodeIdOf, pageHolders } from './graph-repo.js';
 import type { PageData } from './identifiers.js';
 import { KIND_RULES, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
@@ -301,7 +301,7 @@ export class GraphState implements ClusterReader {
     return c;
   }
 
-  /** Adds the event's nodes and links them (within the cap); stores its page data on them. One event's rules. */
+  /** Adds the event's nodes and links them (within the cap); stores its page data (pageHolders). One event's rules. */
   link(scope: GraphScope, nodes: readonly GraphNode[], seenAt: number, page: PageData | null): LinkResult {
     if (nodes.length === 0) return { refused: false, resolved: null };
     this.newest = Math.max(this.newest, seenAt);
@@ -316,9 +316,11 @@ export class GraphState implements ClusterReader {
     const plan = this.foundable(planCluster({ workspaceId: scope.workspaceId, keyMode: scope.keyMode, nodes, existing, stableCounts, cap: this.opts.maxClusterIdentifiers }), existing, seenAt);
     if (plan.merge) for (const from of plan.merge.from) this.fold(scope, from, plan.merge.into);
 
-    const pageAt = page ? seenAt : null;
+    const holders = page ? pageHolders(nodes, plan) : null;
     nodes.forEach((n, i) => {
       const key = keys[i]!;
+      const own = holders?.has(n) ? page : null;
+      const pageAt = own ? seenAt : null;
       const cluster = plan.clusterOf.get(nodeKey(n))!;
       let s = existing.has(nodeKey(n)) ? this.nodes.get(key) : undefined;
       let rewrite = true;
@@ -327,8 +329,8 @@ export class GraphState implements ClusterReader {
           cluster,
           first_seen_at: seenAt,
           last_seen_at: seenAt,
-          page_location: page?.page_location ?? null,
-          user_agent: page?.user_agent ?? null,
+          page_location: own?.page_location ?? null,
+          user_agent: own?.user_agent ?? null,
           page_seen_at: pageAt,
         };
         this.nodes.set(key, s);
@@ -340,8 +342,8 @@ export class GraphState implements ClusterReader {
         s.first_seen_at = Math.min(s.first_seen_at, seenAt);
         s.last_seen_at = Math.max(s.last_seen_at, seenAt);
         if (pageAt !== null && (s.page_seen_at === null || pageAt >= s.page_seen_at)) {
-          s.page_location = page!.page_location ?? s.page_location;
-          s.user_agent = page!.user_agent ?? s.user_agent;
+          s.page_location = own!.page_location ?? s.page_location;
+          s.user_agent = own!.user_agent ?? s.user_agent;
         }
         if (pageAt !== null) s.page_seen_at = s.page_seen_at === null ? pageAt : Math.max(s.page_seen_at, pageAt);
       }
