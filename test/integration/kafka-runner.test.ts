@@ -212,29 +212,32 @@ describe('zombie fencing by transactional.id (a producer started again with its 
   });
 });
 
+type Generations = Array<{ readonly who: string; readonly member: GroupMember }>;
+
+/** A member of the group on events.raw that reads nothing (every partition paused), noting each generation it joins. */
+async function idleMember(groupId: string, who: string, generations: Generations): Promise<GroupConsumer> {
+  const c = new GroupConsumer(kit.connection, {
+    groupId,
+    topics: [Topics.eventsRaw],
+    onAssigned: (_assignment, m) => void generations.push({ who, member: m }),
+    onBatch: async () => undefined,
+  });
+  await c.start();
+  c.pause(Topics.eventsRaw, [...Array(8).keys()]);
+  return c;
+}
+
 describe('zombie fencing by group generation (KIP-447: one transactional producer per member)', () => {
   it('a member whose group moved to a newer generation cannot commit offsets; its records never show; the current generation can', async () => {
     const ws = uniqueId('ws_gen');
     const groupId = `${kit.groupPrefix}${uniqueId('gen')}`;
     const from = await kit.ends(Topics.eventsDeduped);
     const records = (keys: readonly string[]) => dedupedRecords(ws, keys);
-    const generations: Array<{ readonly who: string; readonly member: GroupMember }> = [];
-    const member = (who: string) =>
-      new GroupConsumer(kit.connection, {
-        groupId,
-        topics: [Topics.eventsRaw],
-        onAssigned: (_assignment, m) => void generations.push({ who, member: m }),
-        // Nothing is read for real: every partition stays paused.
-        onBatch: async () => undefined,
-      });
-    const a = member('a');
-    await a.start();
-    a.pause(Topics.eventsRaw, [...Array(8).keys()]);
+    const generations: Generations = [];
+    const a = await idleMember(groupId, 'a', generations);
     const old = generations.find((g) => g.who === 'a')!.member;
     // A second member joins: the group moves to a newer generation (a's client rejoins it by itself).
-    const b = member('b');
-    await b.start();
-    b.pause(Topics.eventsRaw, [...Array(8).keys()]);
+    const b = await idleMember(groupId, 'b', generations);
     await waitFor('a newer generation', async () => generations.some((g) => g.member.generationId > old.generationId), 30_000, 100);
 
     const zombie = new TransactionalProducer(kit.connection, `${kit.groupPrefix}${uniqueId('tid')}`);
@@ -261,6 +264,31 @@ describe('zombie fencing by group generation (KIP-447: one transactional produce
 
     const seen = await keysReadOnceShown(ws, from, 'live-1');
     expect(seen).toEqual(['live-1']);
+    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
+    await kit.admin.deleteGroups([groupId]);
+  });
+});
+
+describe('offsets committed without a transaction (chunks that produce nothing): fenced by the generation too', () => {
+  it("an older generation's commit is refused and changes nothing; the current generation's is kept", async () => {
+    const groupId = `${kit.groupPrefix}${uniqueId('plain')}`;
+    const generations: Generations = [];
+    const a = await idleMember(groupId, 'a', generations);
+    const old = generations.find((g) => g.who === 'a')!.member;
+    await a.commitOffsets(old, Topics.eventsRaw, [{ partition: 0, next: 3n }]);
+    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(3n);
+
+    const b = await idleMember(groupId, 'b', generations);
+    await waitFor('a newer generation', async () => generations.some((g) => g.member.generationId > old.generationId), 30_000, 100);
+    // The zombie's commit, through a client that has joined the newer generation itself: refused, not retried in it.
+    const outcome = await a.commitOffsets(old, Topics.eventsRaw, [{ partition: 0, next: 9n }]).then(() => 'committed', (err: unknown) => err);
+    expect(outcome, 'the offsets of the older generation were accepted').toBeInstanceOf(Error);
+    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(3n);
+
+    const current = generations.filter((g) => g.who === 'b').at(-1)!.member;
+    await b.commitOffsets(current, Topics.eventsRaw, [{ partition: 0, next: 7n }]);
+    await a.stop();
+    await b.stop();
     expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
     await kit.admin.deleteGroups([groupId]);
   });

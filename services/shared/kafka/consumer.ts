@@ -1,13 +1,13 @@
 /**
  * A consumer group member, in the service's terms. Reads read_committed (records of open or aborted transactions
- * are never seen), never commits on its own (offsets are committed by the caller, inside a transaction with
- * sendOffset), and resolves a batch's records only when told.
+ * are never seen), never commits on its own (offsets are committed by the caller: inside a transaction with
+ * sendOffset, or with commitOffsets when nothing else goes with them), and resolves a batch's records only when told.
  *
  * Co-partitioning: a stage with a state store also subscribes to its changelog. The `co-partitioned` assigner gives
  * partition p of every subscribed topic to the same member (p modulo the sorted member list), so the member that
  * owns events.raw/p also reads events.dedupe-state/p to restore its store (the Kafka Streams arrangement).
  */
-import { Consumer, FetchIsolationLevels, type GroupAssignment, type GroupPartitionsAssigner } from '@platformatic/kafka';
+import { Consumer, FetchIsolationLevels, offsetCommitV9, type GroupAssignment, type GroupPartitionsAssigner } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
 import type { GroupMember } from './producer.js';
 import { committedBatches, type AbortedTransaction, type FetchedBatch } from './read-committed.js';
@@ -220,6 +220,28 @@ export class GroupConsumer {
   resume(topic: string, partitions: readonly number[]): void {
     for (const p of partitions) this.paused.delete(key(topic, p));
     if (partitions.length > 0) this.poke();
+  }
+
+  /**
+   * Commits offsets of `topic` (the next offset to read, per partition) for the member's generation `member`, in one
+   * OffsetCommit to the group's coordinator, outside any transaction: for work whose only Kafka effect is its
+   * position (a stage that produced nothing). The coordinator refuses a member of an older generation, as it refuses
+   * its transactional offsets (KIP-447), and the refusal is thrown: unlike the client's own commit(), this one never
+   * joins the group again to commit anyway. A transactional commit of these partitions still pending when this one
+   * is written is older, and the coordinator does not apply it over this one.
+   */
+  async commitOffsets(member: GroupMember, topic: string, offsets: ReadonlyArray<{ readonly partition: number; readonly next: bigint }>): Promise<void> {
+    const client = this.client;
+    if (!client) throw new Error('the consumer is stopped: no offsets to commit');
+    const coordinator = client.coordinatorId;
+    if (coordinator === null) throw new Error(`no coordinator known for group ${this.opts.groupId}`);
+    const metadata = await client.metadata({ topics: [topic] });
+    const broker = metadata.brokers.get(coordinator);
+    if (!broker) throw new Error(`the coordinator of group ${this.opts.groupId} (node ${coordinator}) is not in the metadata`);
+    const connection = await client.connections.get(broker);
+    await offsetCommitV9.api.async(connection, this.opts.groupId, member.generationId, member.memberId, null, [
+      { name: topic, partitions: offsets.map((o) => ({ partitionIndex: o.partition, committedOffset: o.next, committedLeaderEpoch: -1, committedMetadata: null })) },
+    ]);
   }
 
   /** The next fetch of topic/partition starts at `offset`; a batch of it in flight is stale. */

@@ -8,6 +8,8 @@
  *    transaction with the chunks of the member's other partitions that are ready at the same time, or not at all.
  *  - The offsets carry the member's group generation: once the group has moved on (p may be another member's now),
  *    the group's coordinator refuses them, and the transaction aborts. A zombie therefore never commits for p.
+ *  - Chunks that produce nothing at all (no output, dead letter or changelog record: a stage whose work is all in its
+ *    database) commit their offsets alone, in one OffsetCommit with the same generation, refused the same way.
  *  - Before any record of p is processed: the store of p is restored from the changelog up to its end (read_committed,
  *    so an earlier owner's transaction still open is waited for: ended by that owner, or aborted by its timeout), and
  *    the committed offset is read with requireStable (an offset of a transaction still open is waited for too). Only
@@ -550,6 +552,16 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       try {
         const member = this.member;
         if (!member) throw new Error('no group generation to commit offsets in');
+        if (group.every(({ chunk }) => chunk.outputs.size === 0)) {
+          // Nothing to produce (a stage whose effects are all in its database, e.g. the forwarder's intake): the
+          // offsets alone, in one OffsetCommit for the member's generation, fenced as a transactional one is. A
+          // transaction would cost the broker its markers and log writes for no record (docs/decisions.md).
+          const consumer = this.consumer;
+          if (!consumer) throw new Error('no consumer to commit offsets with');
+          await consumer.commitOffsets(member, this.input, group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n })));
+          for (const q of group) q.done(undefined);
+          continue;
+        }
         this.producer ??= new TransactionalProducer(this.deps.connection, this.transactionalId, { transactionTimeoutMs: TRANSACTION_TIMEOUT_MS });
         const producer = this.producer;
         await producer.init();
