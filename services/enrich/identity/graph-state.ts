@@ -549,7 +549,8 @@ export class GraphState implements ClusterReader {
       const stored = samePage(c.page_any, c.page_with_location) ? { ...c, page_any: null } : c;
       await this.store.put(clusterStoreKey(id), clicks.length > 0 && clicks.length <= INLINE_CLICKS ? { ...stored, clicks } : stored);
     }
-    for (const id of new Set([...this.dirtyClusters, ...this.dirtyClicks])) {
+    // Every cluster whose click ids changed was touched too (setClicks' callers).
+    for (const id of this.dirtyClusters) {
       const own = this.clusters.has(id) && this.clicksOf(id).length > INLINE_CLICKS;
       if (own && (this.dirtyClicks.has(id) || !this.storedClicks.has(id))) await this.store.put(clickListStoreKey(id), { clicks: this.clicksOf(id) });
       else if (!own && this.storedClicks.has(id)) this.store.delete(clickListStoreKey(id));
