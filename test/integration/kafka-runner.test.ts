@@ -5,6 +5,7 @@
  * The stages run in child processes (fixtures/stage-process.mjs) where a test kills them; the topics are read
  * read_committed, as the next stage reads them.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { createDedupeProcessor, DEDUPE_STAGE } from '../../services/dedupe/processor.js';
 import type { EventEnvelope } from '../../services/domain/envelope.js';
@@ -337,6 +338,35 @@ describe('the runner in this process: poison records, bytes passed on, retention
     const undecodable = letters.find((l) => l.value.reason === 'undecodable')!.value;
     expect(undecodable).toMatchObject({ key: `${ws}:p1`, value: { undecodable_base64: Buffer.from('{"not":"avro"}').toString('base64') } });
     expect(keysOf(await kit.read<EventEnvelope>(Topics.eventsDeduped, fromDeduped), ws, groupId).sort()).toEqual(['p1', 'p2']);
+  });
+
+  it('a stage that produces nothing commits its offsets with OffsetCommit, never a transaction', async () => {
+    const ws = uniqueId('ws_quiet');
+    const name = uniqueId('quiet-');
+    // Drops every record (its work would be in its database).
+    const quiet: Stage<unknown> = { name, input: Topics.eventsRaw, processBatch: async (records) => records.map(() => drop('not_selected')) };
+    const groupId = kit.connection.groupId(name);
+    await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
+    await produce(envelopes(ws, Array.from({ length: 30 }, (_, i) => `q${i}`)));
+    // The Kafka client's requests of this process, by API key, while the stage runs (its diagnostics channel).
+    const requests = new Map<number, number>();
+    const count = (m: unknown): void => {
+      const key = (m as { apiKey: number }).apiKey;
+      requests.set(key, (requests.get(key) ?? 0) + 1);
+    };
+    diagnostics.subscribe('tracing:plt:kafka:connections:api:start', count);
+    try {
+      runner = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: quiet, options: { logger: silentLogger, maxBatchRecords: 10 } });
+      await runner.start();
+      await waitFor('the quiet stage committed events.raw to its end', await drainedNow(groupId), 60_000, 200);
+      await runner.stop();
+      runner = undefined;
+    } finally {
+      diagnostics.unsubscribe('tracing:plt:kafka:connections:api:start', count);
+    }
+    const [OFFSET_COMMIT, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT] = [8, 25, 26, 28];
+    expect(requests.get(OFFSET_COMMIT) ?? 0).toBeGreaterThan(0);
+    expect([ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT].map((k) => requests.get(k) ?? 0)).toEqual([0, 0, 0]);
   });
 
   it('passes an input it forwards unchanged on as its bytes (dedupe), and encodes what it changes', async () => {

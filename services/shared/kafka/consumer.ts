@@ -147,6 +147,8 @@ const toRecord = (topic: string, partition: number, batch: { firstOffset: bigint
  */
 export class GroupConsumer {
   private client: Consumer | undefined;
+  /** The client offsets are committed through: kept while stop() lets the batches in flight end (and commit). */
+  private committer: Consumer | undefined;
   private stopped = false;
   private loop: Promise<void> | undefined;
   /** Counts generations seen (joins, and losing the group): a batch of an older one is no longer running. */
@@ -191,6 +193,7 @@ export class GroupConsumer {
       ...(this.opts.coPartitioned ? { partitionAssigner: coPartitionedAssigner } : {}),
     });
     this.client = client;
+    this.committer = client;
     client.on('consumer:group:join', (p: { memberId: string; generationId: number; assignments: GroupAssignment[] | null }) => {
       this.joins++;
       this.rebalancing = false;
@@ -207,6 +210,7 @@ export class GroupConsumer {
       await client.joinGroup({});
     } catch (err) {
       this.client = undefined;
+      this.committer = undefined;
       await client.close(true).catch(() => undefined);
       throw err;
     }
@@ -231,7 +235,7 @@ export class GroupConsumer {
    * is written is older, and the coordinator does not apply it over this one.
    */
   async commitOffsets(member: GroupMember, topic: string, offsets: ReadonlyArray<{ readonly partition: number; readonly next: bigint }>): Promise<void> {
-    const client = this.client;
+    const client = this.committer;
     if (!client) throw new Error('the consumer is stopped: no offsets to commit');
     const coordinator = client.coordinatorId;
     if (coordinator === null) throw new Error(`no coordinator known for group ${this.opts.groupId}`);
@@ -262,6 +266,7 @@ export class GroupConsumer {
     await this.loop;
     this.loop = undefined;
     await this.rejoining;
+    this.committer = undefined;
     if (client) await client.close(true);
   }
 
