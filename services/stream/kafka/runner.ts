@@ -559,35 +559,42 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           const consumer = this.consumer;
           if (!consumer) throw new Error('no consumer to commit offsets with');
           await consumer.commitOffsets(member, this.input, group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n })));
-          for (const q of group) q.done(undefined);
-          continue;
+        } else {
+          await this.commitInTransaction(group, member);
         }
-        this.producer ??= new TransactionalProducer(this.deps.connection, this.transactionalId, { transactionTimeoutMs: TRANSACTION_TIMEOUT_MS });
-        const producer = this.producer;
-        await producer.init();
-        const produced = kafkaProduceDuration.startTimer({ producer: this.deps.processor.name });
-        await producer.run(async (t) => {
-          const outputs = new Map<TopicName, OutgoingRecord[]>();
-          for (const { chunk } of group) {
-            for (const [topic, records] of chunk.outputs) {
-              const list = outputs.get(topic);
-              if (list) list.push(...records);
-              else outputs.set(topic, [...records]);
-            }
-          }
-          await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
-          // NOTE: one after another: the client merges concurrent offset commits of a transaction into one.
-          for (const { partition, chunk } of group) await t.sendOffset(this.groupId, this.input, partition, chunk.last + 1n, member);
-        });
-        produced();
       } catch (err) {
         failure = err;
-        // A failed transaction leaves its producer unusable: the next one starts with InitProducerId again (same id).
-        const broken = this.producer;
-        this.producer = undefined;
-        await broken?.close();
       }
       for (const q of group) q.done(failure);
+    }
+  }
+
+  /** The group's outputs and offsets in one transaction of the member's producer. */
+  private async commitInTransaction(group: ReadonlyArray<{ partition: number; chunk: Prepared<S> }>, member: GroupMember): Promise<void> {
+    this.producer ??= new TransactionalProducer(this.deps.connection, this.transactionalId, { transactionTimeoutMs: TRANSACTION_TIMEOUT_MS });
+    const producer = this.producer;
+    try {
+      await producer.init();
+      const produced = kafkaProduceDuration.startTimer({ producer: this.deps.processor.name });
+      await producer.run(async (t) => {
+        const outputs = new Map<TopicName, OutgoingRecord[]>();
+        for (const { chunk } of group) {
+          for (const [topic, records] of chunk.outputs) {
+            const list = outputs.get(topic);
+            if (list) list.push(...records);
+            else outputs.set(topic, [...records]);
+          }
+        }
+        await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
+        // NOTE: one after another: the client merges concurrent offset commits of a transaction into one.
+        for (const { partition, chunk } of group) await t.sendOffset(this.groupId, this.input, partition, chunk.last + 1n, member);
+      });
+      produced();
+    } catch (err) {
+      // A failed transaction leaves its producer unusable: the next one starts with InitProducerId again (same id).
+      this.producer = undefined;
+      await producer.close();
+      throw err;
     }
   }
 
