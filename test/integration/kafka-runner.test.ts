@@ -174,7 +174,7 @@ describe('zombie fencing by transactional.id (a producer started again with its 
     await zombie.init();
     await zombie.run(async (tx) => {
       await tx.send(records(['before-1', 'before-2']));
-      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 5n);
+      await tx.sendOffsets(groupId, Topics.eventsRaw, [{ partition: 0, next: 5n }]);
     });
 
     // The zombie is in the middle of its next transaction (records written, not committed) when a newer producer
@@ -187,7 +187,7 @@ describe('zombie fencing by transactional.id (a producer started again with its 
       await tx.send(records(['zombie-1', 'zombie-2']));
       sent();
       await gate;
-      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 9n);
+      await tx.sendOffsets(groupId, Topics.eventsRaw, [{ partition: 0, next: 9n }]);
     });
     const outcome = zombieRun.then(() => 'committed', (err: unknown) => err);
     await written;
@@ -199,7 +199,7 @@ describe('zombie fencing by transactional.id (a producer started again with its 
 
     await successor.run(async (tx) => {
       await tx.send(records(['after-1']));
-      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 7n);
+      await tx.sendOffsets(groupId, Topics.eventsRaw, [{ partition: 0, next: 7n }]);
     });
     await zombie.close();
     await successor.close();
@@ -214,6 +214,22 @@ describe('zombie fencing by transactional.id (a producer started again with its 
 });
 
 type Generations = Array<{ readonly who: string; readonly member: GroupMember }>;
+
+/** The Kafka client's requests of this process, by API key, while `work` runs (the client's diagnostics channel). */
+async function requestsDuring(work: () => Promise<void>): Promise<Map<number, number>> {
+  const requests = new Map<number, number>();
+  const count = (m: unknown): void => {
+    const key = (m as { apiKey: number }).apiKey;
+    requests.set(key, (requests.get(key) ?? 0) + 1);
+  };
+  diagnostics.subscribe('tracing:plt:kafka:connections:api:start', count);
+  try {
+    await work();
+  } finally {
+    diagnostics.unsubscribe('tracing:plt:kafka:connections:api:start', count);
+  }
+  return requests;
+}
 
 /** A member of the group on events.raw that reads nothing (every partition paused), noting each generation it joins. */
 async function idleMember(groupId: string, who: string, generations: Generations): Promise<GroupConsumer> {
@@ -246,7 +262,7 @@ describe('zombie fencing by group generation (KIP-447: one transactional produce
     const outcome = await zombie
       .run(async (tx) => {
         await tx.send(records(['zombie-1']));
-        await tx.sendOffset(groupId, Topics.eventsRaw, 0, 9n, old);
+        await tx.sendOffsets(groupId, Topics.eventsRaw, [{ partition: 0, next: 9n }, { partition: 1, next: 9n }], old);
       })
       .then(() => 'committed', (err: unknown) => err);
     expect(outcome, 'the offsets of the older generation were accepted').toBeInstanceOf(Error);
@@ -255,17 +271,23 @@ describe('zombie fencing by group generation (KIP-447: one transactional produce
     const current = generations.filter((g) => g.who === 'b').at(-1)!.member;
     const live = new TransactionalProducer(kit.connection, `${kit.groupPrefix}${uniqueId('tid')}`);
     await live.init();
-    await live.run(async (tx) => {
-      await tx.send(records(['live-1']));
-      await tx.sendOffset(groupId, Topics.eventsRaw, 0, 7n, current);
-    });
+    // Every partition's offset in one TxnOffsetCommit.
+    const requests = await requestsDuring(() =>
+      live.run(async (tx) => {
+        await tx.send(records(['live-1']));
+        await tx.sendOffsets(groupId, Topics.eventsRaw, [0, 1, 2].map((partition) => ({ partition, next: 7n + BigInt(partition) })), current);
+      }),
+    );
+    const TXN_OFFSET_COMMIT = 28;
+    expect(requests.get(TXN_OFFSET_COMMIT)).toBe(1);
     await live.close();
     await a.stop();
     await b.stop();
 
     const seen = await keysReadOnceShown(ws, from, 'live-1');
     expect(seen).toEqual(['live-1']);
-    expect((await kit.admin.committedOffsets(groupId, Topics.eventsRaw)).get(0)).toBe(7n);
+    const committed = await kit.admin.committedOffsets(groupId, Topics.eventsRaw);
+    expect([0, 1, 2].map((p) => committed.get(p))).toEqual([7n, 8n, 9n]);
     await kit.admin.deleteGroups([groupId]);
   });
 });
@@ -348,22 +370,13 @@ describe('the runner in this process: poison records, bytes passed on, retention
     const groupId = kit.connection.groupId(name);
     await kit.startGroupsAtEnd([{ groupId, topic: Topics.eventsRaw }]);
     await produce(envelopes(ws, Array.from({ length: 30 }, (_, i) => `q${i}`)));
-    // The Kafka client's requests of this process, by API key, while the stage runs (its diagnostics channel).
-    const requests = new Map<number, number>();
-    const count = (m: unknown): void => {
-      const key = (m as { apiKey: number }).apiKey;
-      requests.set(key, (requests.get(key) ?? 0) + 1);
-    };
-    diagnostics.subscribe('tracing:plt:kafka:connections:api:start', count);
-    try {
+    const requests = await requestsDuring(async () => {
       runner = new KafkaStageRunner({ connection: kit.connection, serde: kit.serde, admin: kit.admin, sql: database.db, processor: quiet, options: { logger: silentLogger, maxBatchRecords: 10 } });
       await runner.start();
       await waitFor('the quiet stage committed events.raw to its end', await drainedNow(groupId), 60_000, 200);
       await runner.stop();
       runner = undefined;
-    } finally {
-      diagnostics.unsubscribe('tracing:plt:kafka:connections:api:start', count);
-    }
+    });
     const [OFFSET_COMMIT, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT] = [8, 25, 26, 28];
     expect(requests.get(OFFSET_COMMIT) ?? 0).toBeGreaterThan(0);
     expect([ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT].map((k) => requests.get(k) ?? 0)).toEqual([0, 0, 0]);

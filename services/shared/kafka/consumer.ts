@@ -1,7 +1,7 @@
 /**
  * A consumer group member, in the service's terms. Reads read_committed (records of open or aborted transactions
  * are never seen), never commits on its own (offsets are committed by the caller: inside a transaction with
- * sendOffset, or with commitOffsets when nothing else goes with them), and resolves a batch's records only when told.
+ * sendOffsets, or with commitOffsets when nothing else goes with them), and resolves a batch's records only when told.
  *
  * Co-partitioning: a stage with a state store also subscribes to its changelog. The `co-partitioned` assigner gives
  * partition p of every subscribed topic to the same member (p modulo the sorted member list), so the member that
@@ -9,7 +9,7 @@
  */
 import { Consumer, FetchIsolationLevels, offsetCommitV9, type GroupAssignment, type GroupPartitionsAssigner } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
-import type { GroupMember } from './producer.js';
+import type { GroupMember, NextOffset } from './producer.js';
 import { committedBatches, type AbortedTransaction, type FetchedBatch } from './read-committed.js';
 import { withRetries, type Backoff } from '../retry.js';
 import { sleep } from '../sleep.js';
@@ -60,7 +60,7 @@ export interface GroupConsumerOptions {
   readonly maxWaitMs?: number;
   /**
    * Called synchronously when this member joined a generation, before its first fetch (and with an empty assignment
-   * when it lost its group). `member` is what KIP-447 offsets carry (TransactionScope.sendOffset).
+   * when it lost its group). `member` is what KIP-447 offsets carry (TransactionScope.sendOffsets).
    */
   onAssigned(assignment: Assignment, member: GroupMember): void;
   onBatch(batch: ConsumedBatch): Promise<void>;
@@ -234,7 +234,7 @@ export class GroupConsumer {
    * joins the group again to commit anyway. A transactional commit of these partitions still pending when this one
    * is written is older, and the coordinator does not apply it over this one.
    */
-  async commitOffsets(member: GroupMember, topic: string, offsets: ReadonlyArray<{ readonly partition: number; readonly next: bigint }>): Promise<void> {
+  async commitOffsets(member: GroupMember, topic: string, offsets: readonly NextOffset[]): Promise<void> {
     const client = this.committer;
     if (!client) throw new Error('the consumer is stopped: no offsets to commit');
     const coordinator = client.coordinatorId;

@@ -13,10 +13,12 @@ import {
   FindCoordinatorKeyTypes,
   ProduceAcks,
   Producer,
+  txnOffsetCommitV4,
   type MessageToProduce,
 } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
 import { ServiceError } from '../errors.js';
+import { withRetries } from '../retry.js';
 
 export interface OutgoingRecord {
   readonly key: string | null;
@@ -38,11 +40,18 @@ export interface TopicRecords {
 export interface TransactionScope {
   send(batches: readonly TopicRecords[]): Promise<void>;
   /**
-   * The group's next offset to read on topic/partition, committed with the transaction. With `member` (the consumer
-   * member whose generation read the records, KIP-447) the group's coordinator refuses it once the group has moved to
-   * a newer generation, so a member that lost the partition cannot commit for it; without, any producer can.
+   * The group's next offsets to read on `topic` (per partition), committed with the transaction, in one request. With
+   * `member` (the consumer member whose generation read the records, KIP-447) the group's coordinator refuses them once
+   * the group has moved to a newer generation, so a member that lost a partition cannot commit for it; without, any
+   * producer can.
    */
-  sendOffset(groupId: string, topic: string, partition: number, nextOffset: bigint, member?: GroupMember): Promise<void>;
+  sendOffsets(groupId: string, topic: string, offsets: readonly NextOffset[], member?: GroupMember): Promise<void>;
+}
+
+/** The next offset to read on a partition: the last record consumed plus one. */
+export interface NextOffset {
+  readonly partition: number;
+  readonly next: bigint;
 }
 
 /** A consumer group member in one generation. */
@@ -64,10 +73,14 @@ type Transaction = Awaited<ReturnType<BufferProducer['beginTransaction']>>;
 
 /** Kafka's answers meaning "a newer producer owns this transactional.id" (or this one may not use it any more). */
 const FENCED = ['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'];
-const isFenced = (err: unknown): boolean => {
-  const find = (err as { findBy?: (key: string, value: unknown) => unknown }).findBy;
-  return typeof find === 'function' && FENCED.some((id) => find.call(err, 'apiId', id) !== undefined);
-};
+const isFenced = (err: unknown): boolean => searchable(err) && FENCED.some((id) => err.findBy('apiId', id));
+
+/** Whether the client judges a failure worth another try: none of the errors in its chain says otherwise. */
+const canRetry = (err: unknown): boolean => searchable(err) && !err.findBy('canRetry', false);
+
+/** The client's errors can be searched (with their causes) for a property's value; others cannot. */
+const searchable = (err: unknown): err is { findBy(key: string, value: unknown): unknown } =>
+  typeof (err as { findBy?: unknown } | null)?.findBy === 'function';
 
 const headerMap = (headers: Readonly<Record<string, string>>): Map<Buffer, Buffer> =>
   new Map(Object.entries(headers).map(([k, v]) => [Buffer.from(k), Buffer.from(v)]));
@@ -278,21 +291,15 @@ export class TransactionalProducer {
           // topic's max.message.bytes (1 MiB by default): a large chunk goes in several sends of one transaction.
           for (const part of bySize(toMessages(batches), MAX_SEND_BYTES)) await tx.send({ messages: part });
         },
-        sendOffset: async (groupId, topic, partition, nextOffset, member) => {
+        sendOffsets: async (groupId, topic, offsets, member) => {
+          if (offsets.length === 0) return;
           const coordinatorId = await this.coordinator(groupId);
           if (!groups.has(groupId)) {
             // The client only reads the group id of its "consumer" here (AddOffsetsToTxn).
             await tx.addConsumer({ groupId } as Parameters<Transaction['addConsumer']>[0]);
             groups.add(groupId);
           }
-          // addOffset commits `offset + 1` of a consumed message for the group in its metadata: the message of the
-          // last record consumed, with the member's generation (or none: -1 and no member id).
-          await tx.addOffset({
-            topic,
-            partition,
-            offset: nextOffset - 1n,
-            metadata: { consumer: { groupId, generationId: member?.generationId ?? -1, memberId: member?.memberId ?? '', coordinatorId } },
-          } as unknown as Parameters<Transaction['addOffset']>[0]);
+          await this.commitOffsets(producer, coordinatorId, groupId, topic, offsets, member);
         },
       });
       await tx.commit();
@@ -303,6 +310,44 @@ export class TransactionalProducer {
       if (isFenced(err)) throw new ProducerFencedError(`${this.transactionalId} was fenced by a newer producer: ${(err as Error).message}`);
       throw err;
     }
+  }
+
+  /**
+   * TxnOffsetCommit with every partition's offset at once. The client's own addOffset sends one request per partition
+   * (and merges concurrent calls into the first one's): a transaction over three partitions cost the broker three
+   * requests and three appends to the group's offsets log where one does (docs/decisions.md). Retried as the client
+   * retries its own (a coordinator still loading, say); a refusal (an older generation, a fenced producer) is thrown.
+   */
+  private async commitOffsets(
+    producer: BufferProducer,
+    coordinatorId: number,
+    groupId: string,
+    topic: string,
+    offsets: readonly NextOffset[],
+    member: GroupMember | undefined,
+  ): Promise<void> {
+    const partitions = offsets.map((o) => ({ partitionIndex: o.partition, committedOffset: o.next, committedLeaderEpoch: -1, committedMetadata: null }));
+    await withRetries(
+      async () => {
+        const metadata = await producer.metadata({ topics: [topic] });
+        const broker = metadata.brokers.get(coordinatorId);
+        if (!broker) throw new Error(`the coordinator of group ${groupId} (node ${coordinatorId}) is not in the metadata`);
+        const connection = await producer.connections.get(broker);
+        await txnOffsetCommitV4.api.async(
+          connection,
+          this.transactionalId,
+          groupId,
+          producer.producerId!,
+          producer.producerEpoch!,
+          member?.generationId ?? -1,
+          member?.memberId ?? '',
+          null,
+          [{ name: topic, partitions }],
+        );
+      },
+      { firstMs: 10, maxMs: 1_000, attempts: 8 },
+      { retryable: (err) => canRetry(err) },
+    );
   }
 
   async close(): Promise<void> {

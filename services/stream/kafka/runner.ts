@@ -586,8 +586,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
         }
         await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
-        // NOTE: one after another: the client merges concurrent offset commits of a transaction into one.
-        for (const { partition, chunk } of group) await t.sendOffset(this.groupId, this.input, partition, chunk.last + 1n, member);
+        await t.sendOffsets(this.groupId, this.input, group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n })), member);
       });
       produced();
     } catch (err) {
