@@ -2,14 +2,13 @@
  * Producers, in the service's terms, on @platformatic/kafka (why this client: docs/decisions.md):
  *  - IdempotentProducer: acks=all; the gateway's, the dead-letter relay's and the redrive's. Sends are bounded, and
  *    the producer is rebuilt after any failed send, so one whose sequence numbers may disagree with the broker's
- *    never sends again. Keys are partitioned by murmur2 as the Java client does, so a key lands on the same
- *    partition whichever client wrote it (dedupe's state stays co-partitioned with its input).
+ *    never sends again. Keys are partitioned by murmur2 as the Java client does (partitioner.ts), so a key lands on
+ *    the same partition whichever client wrote it (dedupe's state stays co-partitioned with its input).
  *  - TransactionalProducer: one per stage input partition. init() fences an older producer with the same id and
  *    aborts its open transaction; one transaction at a time; discarded after any failure.
  */
 import {
   Admin,
-  compatibilityPartitioner,
   FindCoordinatorKeyTypes,
   ProduceAcks,
   Producer,
@@ -17,6 +16,7 @@ import {
   type MessageToProduce,
 } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
+import { keyPartitioner } from './partitioner.js';
 import { ServiceError } from '../errors.js';
 import { withRetries } from '../retry.js';
 
@@ -135,7 +135,7 @@ export class IdempotentProducer {
       bootstrapBrokers: [...this.opts.brokers],
       idempotent: true,
       acks: ProduceAcks.ALL,
-      partitioner: compatibilityPartitioner,
+      partitioner: keyPartitioner,
       // The gateway must notice a dead broker inside its 1.5 s deadline.
       connectTimeout: 1_000,
       timeout: 10_000,
@@ -242,7 +242,7 @@ export class TransactionalProducer {
       // A stage writes ~5 KB per event (changelog, graph changes, conversion) of repetitive Avro: LZ4 writes a quarter
       // of the bytes for less CPU than it saves the broker (docs/decisions.md).
       compression: 'lz4',
-      partitioner: compatibilityPartitioner,
+      partitioner: keyPartitioner,
       timeout: this.opts.transactionTimeoutMs ?? 30_000,
       connectTimeout: 1_000,
       // NOTE: a transaction begun right after a commit meets CONCURRENT_TRANSACTIONS until the broker has written the
