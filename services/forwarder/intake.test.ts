@@ -116,7 +116,7 @@ describe('ConversionIntake', () => {
     const c = conversion(ws);
     await rig.append([c]);
     await rig.intake.drain();
-    expect(await rig.platform.connections.sending.sendable('me', 100, 0, 1000)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 100, 0, 1000, [])).not.toContain(ws);
     expect(await rig.connect(ws)).toMatchObject({ ok: true });
     await rig.platform.sender!.drain(ws);
     expect((await rig.received()).map((e) => e.event_id)).toContain(c.event_id);

@@ -127,8 +127,9 @@ export class DrainLoop {
     return this.opts.concurrency - this.inflight.size;
   }
 
-  get busy(): number {
-    return this.inflight.size;
+  /** The keys with a drain (or exclusive work) in flight: no tick needs to look for their work. */
+  get draining(): string[] {
+    return [...this.inflight.keys()];
   }
 
   /** Starts a drain for each key not already draining, while there is room. */

@@ -17,17 +17,19 @@ export class SendLeases {
 
   /**
    * Connections that may send now (connected, not backing off, not leased by another) and have a batch ready: a
-   * conversion that lingered long enough, or a full batch waiting.
+   * conversion that lingered long enough, or a full batch waiting. `draining`: the connections this sender drains
+   * already, left out before their outboxes are looked at.
    */
-  async sendable(owner: string, limit: number, lingerMs: number, batchSize: number): Promise<string[]> {
+  async sendable(owner: string, limit: number, lingerMs: number, batchSize: number, draining: readonly string[]): Promise<string[]> {
     const r = await this.db.query<{ workspace_id: string }>(
       `SELECT c.workspace_id FROM connections c
        WHERE c.status = 'connected' AND c.access_token_enc IS NOT NULL
          AND (c.send_not_before IS NULL OR c.send_not_before <= now())
          AND (c.send_lease_until IS NULL OR c.send_lease_until < now() OR c.send_lease_owner = $1)
+         AND c.workspace_id <> ALL($4::text[])
          AND EXISTS (${readyGroupsSql(FORWARD_OUTBOX, 'c.workspace_id', ms(lingerMs), '$3')})
        ORDER BY c.send_not_before NULLS FIRST LIMIT $2`,
-      [owner, limit, batchSize],
+      [owner, limit, batchSize, draining],
     );
     return r.rows.map((row) => row.workspace_id);
   }

@@ -267,12 +267,14 @@ describe('ForwardSender', () => {
     await rig.append([conversion(ws), conversion(ws)]);
     await intake().drain();
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toBeNull();
-    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3, [])).not.toContain(ws);
     expect(await rig.platform.outbox.readyGroup(ws, 0, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'PIXEL123', testEventCode: '' });
     await rig.append([conversion(ws)]);
     await intake().drain();
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).not.toBeNull();
-    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3, [])).toContain(ws);
+    // A connection this sender drains already is not looked for again.
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3, [ws])).not.toContain(ws);
     await sendAll(ws);
   });
 
@@ -291,12 +293,12 @@ describe('ForwardSender', () => {
     await put('P2', '', 3, '0 s'); // full
     await put('P3', 'TEST1', 1, '1 hour'); // lingered, but its first row came last
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P2', testEventCode: '' });
-    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3, [])).toContain(ws);
     await rig.db.query("DELETE FROM forward_outbox WHERE workspace_id = $1 AND event_source_id = 'P2'", [ws]);
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P3', testEventCode: 'TEST1' });
     await rig.db.query("DELETE FROM forward_outbox WHERE workspace_id = $1 AND event_source_id = 'P3'", [ws]);
     expect(await rig.platform.outbox.readyGroup(ws, 60_000, 3)).toBeNull();
-    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('me', 10, 60_000, 3, [])).not.toContain(ws);
     expect(await rig.platform.outbox.readyGroup(ws, 0, 3)).toEqual({ eventSource: 'WEB', eventSourceId: 'P1', testEventCode: '' });
     await rig.db.query('DELETE FROM forward_outbox WHERE workspace_id = $1', [ws]);
   });
@@ -321,7 +323,7 @@ describe('ForwardSender', () => {
     expect(view!.statusReason).toContain('CREDENTIALS_KEY');
     expect(await faults()).toBe(before + 1);
     expect(await outboxCount(ws)).toBe(2); // parked, not dropped
-    expect(await rig.platform.connections.sending.sendable('someone', 100, 0, 1)).not.toContain(ws);
+    expect(await rig.platform.connections.sending.sendable('someone', 100, 0, 1, [])).not.toContain(ws);
 
     // The right ciphertext back (the right key after a restart): restored, and what waited is sent.
     await rig.db.query('UPDATE connections SET access_token_enc = $2 WHERE workspace_id = $1', [ws, sealed]);

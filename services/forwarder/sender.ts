@@ -118,7 +118,7 @@ export class ForwardSender {
     await this.housekeeping();
     if (this.drains.free <= 0 || this.drains.stopping) return;
     const { lingerMs, batchSize } = this.deps.options;
-    this.drains.drainAll(await this.deps.connections.sending.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
+    this.drains.drainAll(await this.deps.connections.sending.sendable(this.deps.owner, this.drains.free, lingerMs, batchSize, this.drains.draining));
   }
 
   /** Backs a connection off after an unexpected error; the delay, or null when even that failed. */

@@ -259,16 +259,20 @@ export class DestinationRepo {
 
   // ------------------------------------------------------------ the sender's lease and backoff
 
-  /** Destinations that may send now and have a batch ready (a full batch, or one that lingered long enough). */
-  async sendable(owner: string, limit: number, lingerMs: number, batchSize: number): Promise<string[]> {
+  /**
+   * Destinations that may send now and have a batch ready (a full batch, or one that lingered long enough).
+   * `draining`: the destinations this sender drains already, left out before their outboxes are looked at.
+   */
+  async sendable(owner: string, limit: number, lingerMs: number, batchSize: number, draining: readonly string[]): Promise<string[]> {
     const r = await this.db.query<{ id: string }>(
       `SELECT d.id FROM destinations d
        WHERE d.status = 'connected' AND d.access_token_enc IS NOT NULL
          AND (d.send_not_before IS NULL OR d.send_not_before <= now())
          AND (d.send_lease_until IS NULL OR d.send_lease_until < now() OR d.send_lease_owner = $1)
+         AND d.id <> ALL($4::text[])
          AND EXISTS (${readyGroupsSql(DESTINATION_OUTBOX, 'd.id', ms(lingerMs), '$3')})
        ORDER BY d.send_not_before NULLS FIRST LIMIT $2`,
-      [owner, limit, batchSize],
+      [owner, limit, batchSize, draining],
     );
     return r.rows.map((row) => row.id);
   }

@@ -137,7 +137,7 @@ export class DestinationSender {
       });
     const { lingerMs, batchSize } = this.deps.options;
     if (this.drains.free <= 0 || this.drains.stopping) return;
-    this.drains.drainAll(await this.deps.destinations.sendable(this.deps.owner, this.drains.free + this.drains.busy, lingerMs, batchSize));
+    this.drains.drainAll(await this.deps.destinations.sendable(this.deps.owner, this.drains.free, lingerMs, batchSize, this.drains.draining));
   }
 
   private async backOffAfterError(id: string): Promise<number | null> {
