@@ -3,7 +3,8 @@
  * `node dist/bench/run.js [name…] [flags]` runs only the named ones (e.g. `gateway-embedded dedupe-memory`). Flags:
  * `--no-profile` (no profiled gateway runs), `--no-whatif` (no gateway-kafka what-if), `--profile-pipeline` (the
  * pipelines under --cpu-prof, for bench/profiles/; their results are not written). BENCH_PRIVATE_KAFKA=1: the Kafka
- * benchmarks on a broker of their own (bench/lib/infra.ts).
+ * benchmarks on a broker of their own (bench/lib/infra.ts). Before the Kafka pipelines the broker is warmed up with
+ * the pipeline's own work, not measured (bench/pipeline.ts warmUpBroker; BENCH_BROKER_WARM_UP=0 skips it).
  *
  * Kafka benchmarks need KAFKA_BROKERS, SCHEMA_REGISTRY_URL and DATABASE_URL; when they are not set, the local
  * infrastructure is started with `bash infra/local/up.sh` (as `make test` does) and infra/local/.env is read.
@@ -18,7 +19,7 @@ import { hasTaskset } from './lib/proc.js';
 import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
 import { benchKafkaClient } from './kafka-client.js';
 import { benchOverload } from './overload.js';
-import { benchPipeline } from './pipeline.js';
+import { benchPipeline, warmUpBroker } from './pipeline.js';
 import { DRAIN_SHAPES, benchPipelineDrain } from './pipeline-drain.js';
 import { benchReplayImpact } from './replay.js';
 
@@ -110,6 +111,9 @@ async function main(): Promise<void> {
   log(`cores: ${cores}`);
   const needKafka = selected('gateway-kafka') || selected('gateway-overload-kafka') || selected('pipeline-kafka') || DRAIN_SHAPES.some((s) => selected(s.name as Name)) || selected('replay-impact-kafka') || selected('kafka-client');
   const kenv = needKafka ? await kafkaEnv(log) : undefined;
+  // The stages' benchmarks measure on a broker whose JIT has compiled their code, as a broker in service has.
+  const needWarmBroker = selected('pipeline-kafka') || DRAIN_SHAPES.some((s) => selected(s.name as Name)) || selected('replay-impact-kafka');
+  if (kenv?.ready && needWarmBroker && process.env.BENCH_BROKER_WARM_UP !== '0') await attempt('broker warm-up', () => warmUpBroker(kenv.env, log));
 
   /** Runs a benchmark on each runtime whose `<family>-<runtime>` is selected; on Kafka only when a broker is there. */
   const perRuntime = async (family: string, bench: (runtime: 'embedded' | 'kafka', env: Record<string, string>, name: Name) => Promise<void>): Promise<void> => {
