@@ -55,8 +55,25 @@ export interface EdgeRow {
   last_seen_at: number;
 }
 
-const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
-const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+/** The graph's tie-breaks: by value, by string (code units). */
+export const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
+export const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
+
+/**
+ * What offeredIdentifiers answers of a cluster's offered nodes (sorted here, in place): the newest first (ties by
+ * value), at most `perKind` of each kind. The live state and the snapshot rank alike.
+ */
+export function newestPerKind(offered: Array<{ readonly kind: GraphKind; readonly value: string; readonly first_seen_at: number; readonly last_seen_at: number }>, perKind: number): OfferedNode[] {
+  offered.sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b));
+  const out: OfferedNode[] = [];
+  const taken = new Map<string, number>();
+  for (const n of offered) {
+    const k = (taken.get(n.kind) ?? 0) + 1;
+    taken.set(n.kind, k);
+    if (k <= perKind) out.push({ kind: n.kind, value: n.value, firstSeenAt: n.first_seen_at, lastSeenAt: n.last_seen_at });
+  }
+  return out;
+}
 
 /** An identifier the graph offers, with when consenting events saw it (epoch ms): the "why" of a forwarded field. */
 export interface OfferedNode extends GraphNode {
@@ -298,17 +315,7 @@ export class GraphSnapshot implements ClusterReader {
 
   offeredIdentifiers(clusterId: string, kinds: readonly GraphKind[], perKind: number): OfferedNode[] {
     const w = this.withdrawals(clusterId);
-    const rows = this.rowsOf(clusterId)
-      .filter((r) => kinds.includes(r.kind) && this.offered(r, w))
-      .sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b));
-    const taken = new Map<string, number>();
-    return rows
-      .filter((r) => {
-        const k = (taken.get(r.kind) ?? 0) + 1;
-        taken.set(r.kind, k);
-        return k <= perKind;
-      })
-      .map((r) => ({ kind: r.kind, value: r.value, firstSeenAt: r.first_seen_at, lastSeenAt: r.last_seen_at }));
+    return newestPerKind(this.rowsOf(clusterId).filter((r) => kinds.includes(r.kind) && this.offered(r, w)), perKind);
   }
 
   newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {

@@ -15,7 +15,7 @@
 import type { KeyValueStore } from '../../stream/store.js';
 import { planCluster, type ClusterPlan } from './cluster-plan.js';
 import type { ClusterReader, EdgeRow, GraphScope, LinkResult, NodeRow, OfferedNode } from './graph-repo.js';
-import { addEventEdges, nodeIdOf, pageHolders } from './graph-repo.js';
+import { addEventEdges, byString, byValue, newestPerKind, nodeIdOf, pageHolders } from './graph-repo.js';
 import type { PageData } from './identifiers.js';
 import { KIND_RULES, nodeKey, type GraphKind, type GraphNode } from './kinds.js';
 
@@ -150,8 +150,6 @@ export interface GraphChanges {
   readonly erased_node_ids: readonly string[];
 }
 
-const byValue = (a: { value: string }, b: { value: string }): number => (a.value < b.value ? -1 : a.value > b.value ? 1 : 0);
-const byString = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 const maxOrNull = (a: number | null, b: number | null): number | null => (a === null ? b : b === null ? a : Math.max(a, b));
 
 /** Order of page candidates within one list: newest page data first, then kind and value (GraphSnapshot's ties). */
@@ -490,16 +488,7 @@ export class GraphState implements ClusterReader {
     for (const k of kinds) if (!KIND_RULES[k].stable) throw new Error(`identity graph: ${k} is not kept in a cluster's summary`);
     const c = this.summary(clusterId);
     if (!c) return [];
-    const taken = new Map<string, number>();
-    return c.members
-      .filter((m) => kinds.includes(m.kind) && m.last_seen_at > GraphState.since(c, m.kind))
-      .sort((a, b) => b.last_seen_at - a.last_seen_at || byValue(a, b))
-      .filter((m) => {
-        const k = (taken.get(m.kind) ?? 0) + 1;
-        taken.set(m.kind, k);
-        return k <= perKind;
-      })
-      .map((m) => ({ kind: m.kind, value: m.value, firstSeenAt: m.first_seen_at, lastSeenAt: m.last_seen_at }));
+    return newestPerKind(c.members.filter((m) => kinds.includes(m.kind) && m.last_seen_at > GraphState.since(c, m.kind)), perKind);
   }
 
   newestClickId(clusterId: string, at: number, windowMs: number): string | undefined {
