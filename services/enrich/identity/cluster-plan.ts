@@ -40,14 +40,27 @@ export function planCluster(input: ClusterPlanInput): ClusterPlan {
   const { nodes, existing, stableCounts, cap } = input;
   const idFor = (n: GraphNode) => clusterIdFor(input.workspaceId, input.keyMode, n);
   const clusterOf = new Map<string, string>();
-  // Non-merging nodes (organisation) are each their own singleton, linked by edges only.
-  for (const n of nodes) if (!KIND_RULES[n.kind].merges) clusterOf.set(nodeKey(n), existing.get(nodeKey(n)) ?? idFor(n));
-  const person = nodes.filter((n) => KIND_RULES[n.kind].merges);
+  // Each node's key once (they are looked up several times below).
+  const person: Array<{ readonly n: GraphNode; readonly key: string; readonly prior: string | undefined }> = [];
+  for (const n of nodes) {
+    const key = nodeKey(n);
+    // Non-merging nodes (organisation) are each their own singleton, linked by edges only.
+    if (!KIND_RULES[n.kind].merges) clusterOf.set(key, existing.get(key) ?? idFor(n));
+    else person.push({ n, key, prior: existing.get(key) });
+  }
   if (person.length === 0) return { clusterOf, merge: null, refused: false, resolved: null };
 
-  const fresh = person.filter((n) => !existing.has(nodeKey(n)));
-  const freshStable = fresh.filter((n) => KIND_RULES[n.kind].stable).length;
-  const clusters = [...new Set(person.flatMap((n) => existing.get(nodeKey(n)) ?? []))];
+  let firstFresh: GraphNode | undefined;
+  let freshStable = 0;
+  const found = new Set<string>();
+  for (const p of person) {
+    if (p.prior !== undefined) found.add(p.prior);
+    else {
+      firstFresh ??= p.n;
+      if (KIND_RULES[p.n.kind].stable) freshStable++;
+    }
+  }
+  const clusters = [...found];
   const sizeOf = (c: string) => stableCounts.get(c) ?? 0;
 
   let merge: ClusterPlan['merge'] = null;
@@ -55,24 +68,23 @@ export function planCluster(input: ClusterPlanInput): ClusterPlan {
   let freshInto: string;
   if (clusters.length === 0) {
     // NOTE: an event's own identifiers always link, even past the cap: they are bounded by the request limits.
-    freshInto = idFor(person[0]!);
+    freshInto = idFor(person[0]!.n);
   } else if (clusters.reduce((sum, c) => sum + sizeOf(c), 0) + freshStable <= cap) {
-    const into = [...clusters].sort((a, b) => sizeOf(b) - sizeOf(a) || (a < b ? -1 : 1))[0]!;
+    const into = clusters.length === 1 ? clusters[0]! : [...clusters].sort((a, b) => sizeOf(b) - sizeOf(a) || (a < b ? -1 : 1))[0]!;
     const from = clusters.filter((c) => c !== into);
     if (from.length > 0) merge = { into, from };
     freshInto = into;
   } else {
     // Refused: no clusters are fused. New identifiers join the cluster of the event's best known identifier if it
     // has room, else found a cluster of their own.
-    const primary = existing.get(nodeKey(person.find((n) => existing.has(nodeKey(n)))!))!;
+    const primary = person.find((p) => p.prior !== undefined)!.prior!;
     // Sessions and click ids do not grow the count: they always fit.
     const fits = freshStable === 0 || sizeOf(primary) + freshStable <= cap;
-    freshInto = fits ? primary : idFor(fresh[0]!);
+    freshInto = fits ? primary : idFor(firstFresh!);
     refused = clusters.length > 1 || !fits;
   }
-  for (const n of person) {
-    const prior = existing.get(nodeKey(n));
-    clusterOf.set(nodeKey(n), prior === undefined ? freshInto : merge?.from.includes(prior) ? merge.into : prior);
+  for (const { key, prior } of person) {
+    clusterOf.set(key, prior === undefined ? freshInto : merge?.from.includes(prior) ? merge.into : prior);
   }
-  return { clusterOf, merge, refused, resolved: clusterOf.get(nodeKey(person[0]!))! };
+  return { clusterOf, merge, refused, resolved: clusterOf.get(person[0]!.key)! };
 }

@@ -304,10 +304,12 @@ export class GraphState implements ClusterReader {
     if (nodes.length === 0) return { refused: false, resolved: null };
     this.newest = Math.max(this.newest, seenAt);
     const keys = nodes.map((n) => this.keyOf(scope, n));
+    // Each node's key in the plan (kind and value) once: the maps below are looked up by it several times.
+    const planKeys = nodes.map(nodeKey);
     const existing = new Map<string, string>();
     nodes.forEach((n, i) => {
       const c = this.clusterOfNode(keys[i]!, n.kind);
-      if (c !== undefined) existing.set(nodeKey(n), c);
+      if (c !== undefined) existing.set(planKeys[i]!, c);
     });
     const stableCounts = new Map<string, number>();
     for (const c of new Set(existing.values())) stableCounts.set(c, this.clusters.get(c)?.members.length ?? 0);
@@ -319,8 +321,8 @@ export class GraphState implements ClusterReader {
       const key = keys[i]!;
       const own = holders?.has(n) ? page : null;
       const pageAt = own ? seenAt : null;
-      const cluster = plan.clusterOf.get(nodeKey(n))!;
-      let s = existing.has(nodeKey(n)) ? this.nodes.get(key) : undefined;
+      const cluster = plan.clusterOf.get(planKeys[i]!)!;
+      let s = existing.has(planKeys[i]!) ? this.nodes.get(key) : undefined;
       let rewrite = true;
       if (!s) {
         s = {
