@@ -272,85 +272,80 @@ export async function benchPipeline(
   const perRole = runtime === 'kafka' && KAFKA_ROLES;
   log(`pipeline-${runtime} (${perRole ? 'a process per role' : 'SERVICE_ROLE=all'}; sandbox in its own process)`);
   const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
-  const { info, env } = setting;
-  let service: ServiceShape | undefined;
-  let profiled: string | undefined;
-  try {
-    // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
-    const profileName = `pipeline-${runtime}.cpuprofile`;
-    const profileDir = join(PROFILES_DIR, 'raw');
-    if (opts.profile) mkdirSync(profileDir, { recursive: true });
-    // Per role, the enrich process is profiled (the stage that limits the drain); else the one process.
-    const profiledRole = perRole ? 'enrich' : 'all';
-    service = await startShape(perRole, env, (role) =>
+  // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
+  const profileName = `pipeline-${runtime}.cpuprofile`;
+  const profileDir = join(PROFILES_DIR, 'raw');
+  if (opts.profile) mkdirSync(profileDir, { recursive: true });
+  const profiled = opts.profile ? join(profileDir, profileName) : undefined;
+  // Per role, the enrich process is profiled (the stage that limits the drain); else the one process.
+  const profiledRole = perRole ? 'enrich' : 'all';
+  const start = () =>
+    startShape(perRole, setting.env, (role) =>
       opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
     );
-    profiled = opts.profile ? join(profileDir, profileName) : undefined;
-    log(`  service: ${service.layout}`);
-    const { phase, base } = await phases(service, info.controlUrl);
+  try {
+    return await withService(setting, start, log, async (service) => {
+      log(`  service: ${service.layout}`);
+      const { phase, base } = await phases(service, setting.info.controlUrl);
 
-    // 1. calibration (and warm-up)
-    const cal = await phase('c', { ...base, mode: 'closed', connections: CONNECTIONS, amount: CALIBRATION_REQUESTS }, CALIBRATION_REQUESTS);
-    const calRate = rate(cal);
-    log(`  calibration: ${cal.delivered.at.size}/${cal.accepted} delivered, ~${Math.round(calRate)} conversions/s`);
+      // 1. calibration (and warm-up)
+      const cal = await phase('c', { ...base, mode: 'closed', connections: CONNECTIONS, amount: CALIBRATION_REQUESTS }, CALIBRATION_REQUESTS);
+      const calRate = rate(cal);
+      log(`  calibration: ${cal.delivered.at.size}/${cal.accepted} delivered, ~${Math.round(calRate)} conversions/s`);
 
-    // 2. max (with each stage's busy time over it, from the service's own metrics: which stage limits the drain)
-    const stagesBefore = await stageTimes(service.metricsUrls);
-    const cpu = cpuReaders(runtime, service, perRole, setting.sandbox);
-    const cpuBefore = readAll(cpu);
-    const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
-    // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
-    const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
-    const maxRate = rate(max);
-    const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
-    log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
-    const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrls), spanSec(max));
-    const cpuPerConversion = perConversion(cpuBefore, readAll(cpu), max.delivered.at.size);
-    log(`  CPU per conversion over the max phase (µs): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}`);
-    log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
+      // 2. max (with each stage's busy time over it, from the service's own metrics: which stage limits the drain)
+      const stagesBefore = await stageTimes(service.metricsUrls);
+      const cpu = cpuReaders(runtime, service, perRole, setting.sandbox);
+      const cpuBefore = readAll(cpu);
+      const maxRequests = Math.max(CALIBRATION_REQUESTS, Math.min(3000, Math.round((calRate * MAX_TARGET_SEC) / EVENTS_PER_REQUEST)));
+      // The backlog drains in ~MAX_TARGET_SEC at the calibrated rate; allow three times that (at least the default).
+      const max = await phase('m', { ...base, mode: 'closed', connections: CONNECTIONS, amount: maxRequests }, maxRequests, Math.max(DRAIN_TIMEOUT_MS, 3 * MAX_TARGET_SEC * 1000));
+      const maxRate = rate(max);
+      const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
+      log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
+      const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrls), spanSec(max));
+      const cpuPerConversion = perConversion(cpuBefore, readAll(cpu), max.delivered.at.size);
+      log(`  CPU per conversion over the max phase (µs): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+      log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
 
-    // 3. half load
-    const halfReqRate = maxRate / 2 / EVENTS_PER_REQUEST;
-    const halfRequests = Math.max(4, Math.round(halfReqRate * HALF_SEC));
-    const half = await phase('h', { ...base, mode: 'open', connections: 64, rate: halfReqRate, amount: halfRequests }, halfRequests);
-    const halfLat = summary(latencies(half.prefix, half.delivered, half.oks));
-    const halfRate = rate(half);
-    log(`  half (${round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s offered): ${half.delivered.at.size}/${half.accepted} delivered, 2xx→platform p50 ${halfLat.p50} ms, p99 ${halfLat.p99} ms (max ${halfLat.max} ms); gateway p99 ${half.result.latencyMs.p99} ms`);
+      // 3. half load
+      const halfReqRate = maxRate / 2 / EVENTS_PER_REQUEST;
+      const halfRequests = Math.max(4, Math.round(halfReqRate * HALF_SEC));
+      const half = await phase('h', { ...base, mode: 'open', connections: 64, rate: halfReqRate, amount: halfRequests }, halfRequests);
+      const halfLat = summary(latencies(half.prefix, half.delivered, half.oks));
+      const halfRate = rate(half);
+      log(`  half (${round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s offered): ${half.delivered.at.size}/${half.accepted} delivered, 2xx→platform p50 ${halfLat.p50} ms, p99 ${halfLat.p99} ms (max ${halfLat.max} ms); gateway p99 ${half.result.latencyMs.p99} ms`);
 
-    const complete = cal.delivered.complete && max.delivered.complete && half.delivered.complete;
-    const kafka = runtime === 'kafka';
-    const met = kafka ? maxRate >= 10_000 && halfLat.p99 < 2000 && complete : null;
-    return {
-      name: `pipeline-${runtime}`,
-      unit: 'conversions/s',
-      value: Math.round(maxRate),
-      baseline: null,
-      ratio: null,
-      p50_ms: halfLat.p50,
-      p99_ms: halfLat.p99,
-      target: kafka ? '≥ 10,000 conversions/s, p99 < 2 s at half load' : '– (Kafka target applies; reported for comparison)',
-      met,
-      notes:
-        `Gateway → dedupe → enrich → forwarder → platform sandbox, ${service.layout}, forwarder defaults (linger 200 ms, batches ≤ 1000). ` +
-        `Max: ${maxRequests} requests × ${EVENTS_PER_REQUEST} purchase conversions posted closed-loop (${CONNECTIONS} connections); value = delivered / (last delivery − first 2xx)` +
-        ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
-        `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
-        (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
-        ` CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
-        `What limits it: bench/README.md and bench/profiles/pipeline-${runtime}.md.`,
-      detail: {
-        layout: service.layout,
-        calibration: phaseDetail(cal),
-        max: { ...phaseDetail(max), latency: maxLat, stages, cpuUsPerConversion: cpuPerConversion },
-        half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
-      },
-    };
-  } catch (err) {
-    if (service) log(`  service output:\n${service.output()}`);
-    throw err;
+      const complete = cal.delivered.complete && max.delivered.complete && half.delivered.complete;
+      const kafka = runtime === 'kafka';
+      const met = kafka ? maxRate >= 10_000 && halfLat.p99 < 2000 && complete : null;
+      return {
+        name: `pipeline-${runtime}`,
+        unit: 'conversions/s',
+        value: Math.round(maxRate),
+        baseline: null,
+        ratio: null,
+        p50_ms: halfLat.p50,
+        p99_ms: halfLat.p99,
+        target: kafka ? '≥ 10,000 conversions/s, p99 < 2 s at half load' : '– (Kafka target applies; reported for comparison)',
+        met,
+        notes:
+          `Gateway → dedupe → enrich → forwarder → platform sandbox, ${service.layout}, forwarder defaults (linger 200 ms, batches ≤ 1000). ` +
+          `Max: ${maxRequests} requests × ${EVENTS_PER_REQUEST} purchase conversions posted closed-loop (${CONNECTIONS} connections); value = delivered / (last delivery − first 2xx)` +
+          ` = ${max.delivered.at.size} / ${round(spanSec(max), 1)} s; the gateway took them at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s. ` +
+          `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
+          (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
+          ` CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
+          `What limits it: bench/README.md and bench/profiles/pipeline-${runtime}.md.`,
+        detail: {
+          layout: service.layout,
+          calibration: phaseDetail(cal),
+          max: { ...phaseDetail(max), latency: maxLat, stages, cpuUsPerConversion: cpuPerConversion },
+          half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
+        },
+      };
+    });
   } finally {
-    await service?.stop();
-    await setting.close();
     if (profiled) {
       const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service's ${perRole ? 'enrich process' : 'one process (SERVICE_ROLE=all)'} during the whole pipeline run`);
       writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), markdown);
@@ -390,12 +385,19 @@ const WARM_UP_REQUESTS = Number(process.env.BENCH_BROKER_WARM_UP_REQUESTS ?? 240
 export async function warmUpBroker(runtimeEnv: Record<string, string>, log: (l: string) => void): Promise<void> {
   const started = Date.now();
   const setting = await startBenchSetting('kafka', runtimeEnv, 'bench-warm-');
-  let service: ServiceShape | undefined;
-  try {
-    service = await startShape(KAFKA_ROLES, setting.env, () => []);
+  await withService(setting, () => startShape(KAFKA_ROLES, setting.env, () => []), log, async (service) => {
     const { phase, base } = await phases(service, setting.info.controlUrl);
     const w = await phase('w', { ...base, mode: 'closed', connections: CONNECTIONS, amount: WARM_UP_REQUESTS }, WARM_UP_REQUESTS, 3 * DRAIN_TIMEOUT_MS);
     log(`broker warm-up: ${w.delivered.at.size}/${w.accepted} conversions through the pipeline in ${round((Date.now() - started) / 1000, 1)} s (not measured)`);
+  });
+}
+
+/** `body` with the service started in `setting`; its output logged when body fails; the service and the setting stopped after. */
+async function withService<T>(setting: BenchSetting, start: () => Promise<ServiceShape>, log: (l: string) => void, body: (service: ServiceShape) => Promise<T>): Promise<T> {
+  let service: ServiceShape | undefined;
+  try {
+    service = await start();
+    return await body(service);
   } catch (err) {
     if (service) log(`  service output:\n${service.output()}`);
     throw err;
