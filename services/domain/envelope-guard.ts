@@ -10,13 +10,14 @@ const isString = (v: unknown): v is string => typeof v === 'string';
 const consentValues: ReadonlySet<unknown> = new Set(CONSENT_VALUES);
 const identifierKinds: ReadonlySet<unknown> = new Set(IDENTIFIER_KINDS);
 const SESSION_FIELDS = ['client_id', 'session_id', 'page_location', 'page_referrer', 'user_agent'] as const;
+const NON_EMPTY_FIELDS = ['workspace_id', 'api_key_id', 'request_id', 'name'] as const;
 
 /** Returns the envelope when it is well formed, else a short reason naming the first bad field. */
 export function checkEnvelope(value: unknown): { ok: true; envelope: EventEnvelope } | { ok: false; reason: string } {
   const bad = (reason: string) => ({ ok: false as const, reason });
   if (!isObject(value)) return bad('envelope is not an object');
   if (value.v !== 1) return bad(`unsupported envelope version ${JSON.stringify(value.v)}`);
-  for (const f of ['workspace_id', 'api_key_id', 'request_id', 'name'] as const) {
+  for (const f of NON_EMPTY_FIELDS) {
     if (!isString(value[f]) || value[f] === '') return bad(`${f} must be a non-empty string`);
   }
   if (value.key_mode !== 'live' && value.key_mode !== 'test') return bad('key_mode must be live or test');
@@ -36,7 +37,8 @@ export function checkEnvelope(value: unknown): { ok: true; envelope: EventEnvelo
     if (!consentValues.has(value.consent[p])) return bad(`consent.${p} must be one of ${CONSENT_VALUES.join(', ')}`);
   }
   if (!Array.isArray(value.identifiers)) return bad('identifiers must be an array');
-  for (const [i, id] of value.identifiers.entries()) {
+  for (let i = 0; i < value.identifiers.length; i++) {
+    const id: unknown = value.identifiers[i];
     if (!isObject(id) || !identifierKinds.has(id.kind) || !isString(id.value)) return bad(`identifiers[${i}] is not {kind, value}`);
   }
   if (value.session !== null) {

@@ -45,16 +45,6 @@ const USER_FIELDS = ['email', 'phone', 'external_id', 'ttclid', 'user_agent'] as
  */
 const PAYLOAD_TEXT = Symbol('payload_json');
 
-function withPayloadText<T extends object>(target: T, text: string): T {
-  // What the envelope guard checked of an eager payload: a JSON object (the rest of the text is checked on first read).
-  if (text.charCodeAt(0) !== 0x7b) throw new Error('payload_json is not a JSON object');
-  let parsed: unknown;
-  return Object.defineProperties(target, {
-    payload: { enumerable: true, configurable: true, get: () => (parsed ??= JSON.parse(text)) },
-    [PAYLOAD_TEXT]: { value: text },
-  });
-}
-
 const payloadTextOf = (e: object): string | undefined => (e as { [PAYLOAD_TEXT]?: string })[PAYLOAD_TEXT];
 
 function commerceToAvro(c: Commerce): AvroValue {
@@ -108,7 +98,12 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
     };
   },
   fromAvro(a) {
-    // One literal and plain assignments (no rest/spread: V8's slow path, and every stage decodes every envelope).
+    const text = a.payload_json as string;
+    // What the envelope guard checked of an eager payload: a JSON object (the rest of the text is checked on first read).
+    if (text.charCodeAt(0) !== 0x7b) throw new Error('payload_json is not a JSON object');
+    let parsed: unknown;
+    // One literal (the payload's getter in it) and plain assignments: no rest/spread and no defineProperty for the
+    // getter, V8's slow paths, and every stage decodes every envelope.
     const envelope: Record<string, unknown> = {
       v: a.v,
       workspace_id: a.workspace_id,
@@ -126,6 +121,9 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
       consent: { analytics_storage: a.consent.analytics_storage, ad_storage: a.consent.ad_storage, ad_user_data: a.consent.ad_user_data, ad_personalization: a.consent.ad_personalization },
       identifiers: (a.identifiers as AvroValue[]).map((i): Identifier => (i.alias === null ? { kind: i.kind, value: i.value } : { kind: i.kind, value: i.value, alias: i.alias })),
       session: a.session === null ? null : (nonNullFields(a.session, SESSION_FIELDS) as SessionData),
+      get payload() {
+        return (parsed ??= JSON.parse(text));
+      },
     };
     // Optional fields are absent, not null, when the record has none (or was written before they existed).
     const { event_time, graph_erasure, click_ids, commerce } = a;
@@ -133,7 +131,8 @@ export const envelopeMapping: TopicMapping<EventEnvelope> = {
     if (graph_erasure !== null && graph_erasure !== undefined) envelope.graph_erasure = { erasure_id: graph_erasure.erasure_id, node_keys: [...graph_erasure.node_keys] };
     if (click_ids !== null && click_ids !== undefined) envelope.click_ids = nonNullFields(click_ids, CLICK_ID_PARAMS);
     if (commerce !== null && commerce !== undefined) envelope.commerce = commerceFromAvro(commerce);
-    return withPayloadText(envelope, a.payload_json as string) as unknown as EventEnvelope;
+    Object.defineProperty(envelope, PAYLOAD_TEXT, { value: text });
+    return envelope as unknown as EventEnvelope;
   },
 };
 
