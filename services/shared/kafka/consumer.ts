@@ -9,7 +9,7 @@
  */
 import { Consumer, FetchIsolationLevels, offsetCommitV9, type GroupAssignment, type GroupPartitionsAssigner } from '@platformatic/kafka';
 import type { KafkaConnection } from './client.js';
-import type { GroupMember, NextOffset } from './producer.js';
+import { committedTopic, coordinatorConnection, type GroupMember, type NextOffset } from './producer.js';
 import { committedBatches, type AbortedTransaction, type FetchedBatch } from './read-committed.js';
 import { withRetries, type Backoff } from '../retry.js';
 import { sleep } from '../sleep.js';
@@ -239,13 +239,8 @@ export class GroupConsumer {
     if (!client) throw new Error('the consumer is stopped: no offsets to commit');
     const coordinator = client.coordinatorId;
     if (coordinator === null) throw new Error(`no coordinator known for group ${this.opts.groupId}`);
-    const metadata = await client.metadata({ topics: [topic] });
-    const broker = metadata.brokers.get(coordinator);
-    if (!broker) throw new Error(`the coordinator of group ${this.opts.groupId} (node ${coordinator}) is not in the metadata`);
-    const connection = await client.connections.get(broker);
-    await offsetCommitV9.api.async(connection, this.opts.groupId, member.generationId, member.memberId, null, [
-      { name: topic, partitions: offsets.map((o) => ({ partitionIndex: o.partition, committedOffset: o.next, committedLeaderEpoch: -1, committedMetadata: null })) },
-    ]);
+    const connection = await coordinatorConnection(client, coordinator, topic, this.opts.groupId);
+    await offsetCommitV9.api.async(connection, this.opts.groupId, member.generationId, member.memberId, null, committedTopic(topic, offsets));
   }
 
   /** The next fetch of topic/partition starts at `offset`; a batch of it in flight is stale. */

@@ -9,6 +9,8 @@
  */
 import {
   Admin,
+  type Base,
+  type Connection,
   FindCoordinatorKeyTypes,
   ProduceAcks,
   Producer,
@@ -52,6 +54,19 @@ export interface TransactionScope {
 export interface NextOffset {
   readonly partition: number;
   readonly next: bigint;
+}
+
+/** The offsets of `topic` as OffsetCommit and TxnOffsetCommit carry them (no leader epoch, no metadata). */
+export const committedTopic = (topic: string, offsets: readonly NextOffset[]) => [
+  { name: topic, partitions: offsets.map((o) => ({ partitionIndex: o.partition, committedOffset: o.next, committedLeaderEpoch: -1, committedMetadata: null })) },
+];
+
+/** A connection of `client` to the coordinator of group `groupId` (broker `nodeId`), found in the metadata of `topic`. */
+export async function coordinatorConnection(client: Base, nodeId: number, topic: string, groupId: string): Promise<Connection> {
+  const metadata = await client.metadata({ topics: [topic] });
+  const broker = metadata.brokers.get(nodeId);
+  if (!broker) throw new Error(`the coordinator of group ${groupId} (node ${nodeId}) is not in the metadata`);
+  return client.connections.get(broker);
 }
 
 /** A consumer group member in one generation. */
@@ -326,15 +341,10 @@ export class TransactionalProducer {
     offsets: readonly NextOffset[],
     member: GroupMember | undefined,
   ): Promise<void> {
-    const partitions = offsets.map((o) => ({ partitionIndex: o.partition, committedOffset: o.next, committedLeaderEpoch: -1, committedMetadata: null }));
     await withRetries(
       async () => {
-        const metadata = await producer.metadata({ topics: [topic] });
-        const broker = metadata.brokers.get(coordinatorId);
-        if (!broker) throw new Error(`the coordinator of group ${groupId} (node ${coordinatorId}) is not in the metadata`);
-        const connection = await producer.connections.get(broker);
         await txnOffsetCommitV4.api.async(
-          connection,
+          await coordinatorConnection(producer, coordinatorId, topic, groupId),
           this.transactionalId,
           groupId,
           producer.producerId!,
@@ -342,7 +352,7 @@ export class TransactionalProducer {
           member?.generationId ?? -1,
           member?.memberId ?? '',
           null,
-          [{ name: topic, partitions }],
+          committedTopic(topic, offsets),
         );
       },
       { firstMs: 10, maxMs: 1_000, attempts: 8 },

@@ -28,7 +28,7 @@ import type { Db } from '../../shared/db/db.js';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
-import { TransactionalProducer, type GroupMember, type OutgoingRecord } from '../../shared/kafka/producer.js';
+import { TransactionalProducer, type GroupMember, type NextOffset, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
@@ -552,15 +552,16 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       try {
         const member = this.member;
         if (!member) throw new Error('no group generation to commit offsets in');
+        const offsets = group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n }));
         if (group.every(({ chunk }) => chunk.outputs.size === 0)) {
           // Nothing to produce (a stage whose effects are all in its database, e.g. the forwarder's intake): the
           // offsets alone, in one OffsetCommit for the member's generation, fenced as a transactional one is. A
           // transaction would cost the broker its markers and log writes for no record (docs/decisions.md).
           const consumer = this.consumer;
           if (!consumer) throw new Error('no consumer to commit offsets with');
-          await consumer.commitOffsets(member, this.input, group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n })));
+          await consumer.commitOffsets(member, this.input, offsets);
         } else {
-          await this.commitInTransaction(group, member);
+          await this.commitInTransaction(group, offsets, member);
         }
       } catch (err) {
         failure = err;
@@ -570,7 +571,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   }
 
   /** The group's outputs and offsets in one transaction of the member's producer. */
-  private async commitInTransaction(group: ReadonlyArray<{ partition: number; chunk: Prepared<S> }>, member: GroupMember): Promise<void> {
+  private async commitInTransaction(group: ReadonlyArray<{ chunk: Prepared<S> }>, offsets: readonly NextOffset[], member: GroupMember): Promise<void> {
     this.producer ??= new TransactionalProducer(this.deps.connection, this.transactionalId, { transactionTimeoutMs: TRANSACTION_TIMEOUT_MS });
     const producer = this.producer;
     try {
@@ -586,7 +587,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
           }
         }
         await t.send([...outputs].map(([topic, records]) => ({ topic, records })));
-        await t.sendOffsets(this.groupId, this.input, group.map(({ partition, chunk }) => ({ partition, next: chunk.last + 1n })), member);
+        await t.sendOffsets(this.groupId, this.input, offsets, member);
       });
       produced();
     } catch (err) {
