@@ -10,9 +10,7 @@
  * also with a test marker), so strings and objects are shaped exactly as the runtime gets them from kafkajs.
  */
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { writeFileSync } from 'node:fs';
 import avro from 'avsc';
 import { CompactDedupeStore } from '../services/dedupe/compact-store.js';
 import type { DedupeState } from '../services/dedupe/seen-marker.js';
@@ -20,7 +18,7 @@ import { dedupeStateMapping } from '../services/shared/kafka/avro-mapping.js';
 import { schemaText } from '../services/shared/kafka/serde.js';
 import { PartitionStore } from '../services/stream/store.js';
 import { Topics } from '../services/shared/topics.js';
-import { DIST, SERVER_CPU, spawnChild } from './lib/proc.js';
+import { childMain, fullGc, measureInChild } from './lib/memory.js';
 import { round, type BenchResult } from './lib/results.js';
 
 const KEYS = Number(process.env.BENCH_DEDUPE_KEYS ?? 1_000_000);
@@ -37,12 +35,6 @@ interface StoreMeasure {
   readonly getNsPerKey: number;
 }
 
-const gc = (): void => {
-  const g = (globalThis as { gc?: () => void }).gc;
-  if (!g) throw new Error('run with --expose-gc');
-  g();
-  g();
-};
 
 /** In the child: restore KEYS records into one store and measure. */
 async function measureStore(kind: 'generic' | 'compact', out: string): Promise<void> {
@@ -53,7 +45,7 @@ async function measureStore(kind: 'generic' | 'compact', out: string): Promise<v
     return s;
   });
   const now = Date.now();
-  gc();
+  fullGc();
   const m0 = process.memoryUsage();
   const store = kind === 'generic' ? new PartitionStore<DedupeState>(WINDOW_MS) : new CompactDedupeStore(WINDOW_MS);
   const keys: string[] = [];
@@ -74,7 +66,7 @@ async function measureStore(kind: 'generic' | 'compact', out: string): Promise<v
   }
   const restoreNs = ((performance.now() - t0) * 1e6) / KEYS;
   const sampled = keys.length * (keys[0]!.length + 32); // the sampled keys kept for the lookup timing (~1,000)
-  gc();
+  fullGc();
   const m1 = process.memoryUsage();
   const t1 = performance.now();
   let found = 0;
@@ -95,22 +87,12 @@ async function measureStore(kind: 'generic' | 'compact', out: string): Promise<v
   writeFileSync(out, JSON.stringify(result));
 }
 
-async function runChild(kind: 'generic' | 'compact'): Promise<StoreMeasure> {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-dedupe-'));
-  const out = join(dir, 'out.json');
-  const child = spawnChild(SERVER_CPU, [process.execPath, '--expose-gc', '--max-old-space-size=8192', join(DIST, 'bench', 'dedupe-memory.js'), kind, out], {});
-  const code = await new Promise<number | null>((r) => child.child.once('exit', (c) => r(c)));
-  if (code !== 0) throw new Error(`dedupe-memory (${kind}) failed:\n${child.output().slice(-3000)}`);
-  const m = JSON.parse(readFileSync(out, 'utf8')) as StoreMeasure;
-  rmSync(dir, { recursive: true, force: true });
-  return m;
-}
 
 export async function benchDedupeMemory(log: (l: string) => void): Promise<Array<Omit<BenchResult, 'git_sha' | 'date'>>> {
   log(`dedupe-memory (${KEYS.toLocaleString('en-US')} keys, --expose-gc)`);
-  const generic = await runChild('generic');
+  const generic = await measureInChild<StoreMeasure>('dedupe-memory', 'generic');
   log(`  generic PartitionStore: ${round(generic.bytesPerKey, 1)} B/key (heap ${Math.round(generic.heapBytes / 2 ** 20)} MiB), restore ${Math.round(generic.restoreNsPerKey)} ns/key, get ${Math.round(generic.getNsPerKey)} ns`);
-  const compact = await runChild('compact');
+  const compact = await measureInChild<StoreMeasure>('dedupe-memory', 'compact');
   log(`  CompactDedupeStore:     ${round(compact.bytesPerKey, 1)} B/key (typed arrays ${Math.round(compact.arrayBufferBytes / 2 ** 20)} MiB), restore ${Math.round(compact.restoreNsPerKey)} ns/key, get ${Math.round(compact.getNsPerKey)} ns`);
   return [
     {
@@ -134,12 +116,4 @@ export async function benchDedupeMemory(log: (l: string) => void): Promise<Array
   ];
 }
 
-if (process.argv[1]?.endsWith('dedupe-memory.js') && (process.argv[2] === 'generic' || process.argv[2] === 'compact')) {
-  measureStore(process.argv[2], process.argv[3]!).then(
-    () => process.exit(0),
-    (err: unknown) => {
-      process.stderr.write(`${(err as Error).stack ?? String(err)}\n`);
-      process.exit(1);
-    },
-  );
-}
+childMain('dedupe-memory', ['generic', 'compact'] as const, measureStore);

@@ -27,12 +27,12 @@ import { checkEnvelope } from '../services/domain/envelope-guard.js';
 import { graphOwnerKey, type EventEnvelope } from '../services/domain/envelope.js';
 import { writeForwardingSetup } from '../services/domain/forwarding-setup.js';
 import { TOPIC_MAPPINGS } from '../services/shared/kafka/avro-mapping.js';
-import { FramedAvroWriter } from '../services/shared/kafka/serde.js';
+import { AvroPacking, FramedAvroWriter } from '../services/shared/kafka/serde.js';
 import { repoRoot } from '../services/shared/repo-root.js';
 import { Topics, type TopicName } from '../services/shared/topics.js';
 import type { InputRecord, OutputRecord } from '../services/stream/contract.js';
 import { processWithPolicy } from '../services/stream/error-policy.js';
-import { PartitionStore } from '../services/stream/store.js';
+import { HOT_ENTRIES, PartitionStore } from '../services/stream/store.js';
 import { makeBodies } from './lib/events.js';
 import { freshDatabase } from './lib/infra.js';
 import { round, type BenchResult } from './lib/results.js';
@@ -45,10 +45,10 @@ const WORKSPACE = 'ws_enrich_graph_bench';
 const TARGET_RATE = 10_000;
 const TARGET_TENTHS = 1.2;
 
-/** The pipeline benchmark's purchases of one workspace, as enrich receives them. */
-function envelopes(requests: number): EventEnvelope[] {
+/** The pipeline benchmark's purchases of one workspace, as enrich receives them (of its 500 people by default). */
+export function envelopes(requests: number, people?: number): EventEnvelope[] {
   const t0 = Date.now() - 3600_000;
-  return makeBodies(requests, { events: EVENTS_PER_REQUEST, conversionsOnly: true }).flatMap((body, q) => {
+  return makeBodies(requests, { events: EVENTS_PER_REQUEST, conversionsOnly: true, people }).flatMap((body, q) => {
     const ctx = { workspaceId: WORKSPACE, keyMode: 'live' as const, apiKeyId: 'key_bench', requestId: `req-${q}`, receivedAt: t0 + q * 20 };
     return (JSON.parse(body) as unknown[]).map((raw, i) => {
       const checked = checkEnvelope(normaliseEvent(ctx, '2026-11-01', raw, i));
@@ -146,7 +146,8 @@ async function partitionLocal(baseUrl: string, events: readonly EventEnvelope[])
   return withDatabase(baseUrl, async (db) => {
     const enrich = createEnrichProcessor();
     const spec = enrich.store!;
-    const store = new PartitionStore<EnrichEntry>({ ms: spec.retentionMs, byPrefix: spec.retentionByPrefix });
+    // Packed as the Kafka runner packs it (in the changelog's Avro schema).
+    const store = new PartitionStore<EnrichEntry>({ ms: spec.retentionMs, byPrefix: spec.retentionByPrefix }, HOT_ENTRIES, new AvroPacking(spec.changelog));
     const encode = encoders();
     const bytes = { changelog: 0, changes: 0, conversions: 0, changelogRecords: 0 };
     let offset = 0;

@@ -12,6 +12,7 @@
 import { cpus, totalmem } from 'node:os';
 import { parseArgs } from 'node:util';
 import { benchDedupeMemory } from './dedupe-memory.js';
+import { benchGraphMemory } from './graph-memory.js';
 import { benchEnrichGraph } from './enrich-graph.js';
 import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
 import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
@@ -28,7 +29,7 @@ const started = Date.now();
 const sha = gitSha();
 const date = new Date().toISOString();
 
-const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'pipeline-drain-kafka', 'pipeline-drain-kafka-500-people', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'enrich-graph', 'kafka-client'] as const;
+const ALL = ['gateway-embedded', 'gateway-kafka', 'gateway-overload-embedded', 'gateway-overload-kafka', 'pipeline-embedded', 'pipeline-kafka', 'pipeline-drain-kafka', 'pipeline-drain-kafka-500-people', 'replay-impact-embedded', 'replay-impact-kafka', 'dedupe-memory', 'graph-memory', 'enrich-graph', 'kafka-client'] as const;
 type Name = (typeof ALL)[number];
 const USAGE = `usage: node dist/bench/run.js [name…] [--no-profile] [--no-whatif] [--profile-pipeline]\nnames: ${ALL.join(' ')}`;
 
@@ -184,6 +185,13 @@ async function main(): Promise<void> {
   if (selected('dedupe-memory')) {
     await attempt('dedupe-memory', async () => {
       for (const r of await benchDedupeMemory(log)) log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
+    });
+  }
+
+  if (selected('graph-memory')) {
+    await attempt('graph-memory', async () => {
+      const r = await benchGraphMemory(log);
+      log(`  → ${writeResult({ ...r, git_sha: sha, date })}`);
     });
   }
 

@@ -1,14 +1,18 @@
 /**
  * Enrich's store entries on the changelog (identity.graph-state): each kind round-trips (a cluster with its few click
  * ids and without, a cluster's click list), an entry written before click lists reads back with its click ids, and
- * the change is BACKWARD compatible.
+ * the change is BACKWARD compatible. The partition store's cold entries packed in the same schema (AvroPacking)
+ * round-trip with their write times.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
 import { repoRoot } from '../repo-root.js';
+import { Topics } from '../topics.js';
+import { PartitionStore } from '../../stream/store.js';
 import { identityStateMapping } from './avro-mapping.js';
+import { AvroPacking } from './serde.js';
 
 const schema = JSON.parse(readFileSync(join(repoRoot(), 'schemas', 'identity-state.avsc'), 'utf8'));
 const type = avro.Type.forSchema(schema);
@@ -19,15 +23,17 @@ const click = { kind: 'ttclid', value: 'E.C.P.1', first_seen_at: 1_000, last_see
 const member = { kind: 'email_sha256', value: 'a'.repeat(64), first_seen_at: 1_000, last_seen_at: 3_000 };
 const cluster = { into: null, members: [member], page_with_location: null, page_any: null, ad_storage_withdrawn_at: null, ad_user_data_withdrawn_at: null };
 
-describe('identity-state schema', () => {
-  it.each([
+const ENTRIES: Array<[string, Record<string, unknown>]> = [
     ['an identifier', { cluster: 'c_1', first_seen_at: 1, last_seen_at: 2, page_location: 'https://shop.example/', user_agent: null, page_seen_at: 2 }],
     ['a cluster', cluster],
     ['a cluster holding its click ids', { ...cluster, clicks: [click] }],
     ['a forward', { ...cluster, members: [], into: 'c_2' }],
     ['a click list', { clicks: [click] }],
     ['a claim', { claimed_at: 5 }],
-  ])('round-trips %s', (_name, v) => {
+];
+
+describe('identity-state schema', () => {
+  it.each(ENTRIES)('round-trips %s', (_name, v) => {
     expect(roundTrip(v)).toEqual(v);
   });
 
@@ -47,5 +53,41 @@ describe('identity-state schema', () => {
     expect(schema.fields.at(-1)).toMatchObject({ name: 'click_list', default: null });
     expect(schema.fields.at(-1).type[0]).toBe('null');
     expect(() => type.createResolver(previous)).not.toThrow();
+  });
+
+  it.each(ENTRIES)('packs %s for the partition store, with its write time', (_name, v) => {
+    const packing = new AvroPacking<Record<string, unknown>>(Topics.identityState);
+    for (const writtenAt of [0, 1_764_000_123_456, 1_764_000_123_456.75]) {
+      const packed = packing.pack(writtenAt, v);
+      expect(packing.unpack(packed)).toEqual(v);
+      expect(packing.writtenAt(packed)).toBe(writtenAt);
+      // Smaller than the store's default, JSON, for a write time of these years.
+      if (writtenAt > 0) expect(packed.length).toBeLessThan(JSON.stringify([writtenAt, v]).length);
+    }
+  });
+
+  it('packs an entry larger than its scratch buffer, and another packing reads it', () => {
+    const members = Array.from({ length: 400 }, (_, i) => ({ ...member, value: i.toString(16).padStart(64, '0') }));
+    const big = { ...cluster, members };
+    const packed = new AvroPacking<Record<string, unknown>>(Topics.identityState).pack(42, big);
+    expect(packed.length).toBeGreaterThan(16 * 1024);
+    const other = new AvroPacking<Record<string, unknown>>(Topics.identityState);
+    expect(other.unpack(packed)).toEqual(big);
+    expect(other.writtenAt(packed)).toBe(42);
+  });
+
+  it('keeps a partition store packed in Avro: cold reads equal the writes, expiry in write order', async () => {
+    const HOUR = 3_600_000;
+    const s = new PartitionStore<Record<string, unknown>>({ ms: HOUR }, 1, new AvroPacking(Topics.identityState));
+    s.restore('n:a', ENTRIES[0]![1], 100, 200);
+    expect(s.read('n:a')).toEqual(ENTRIES[0]![1]);
+    const tx = s.begin();
+    await tx.put('c:1', { ...cluster, clicks: [click] });
+    await tx.put('v:1', { claimed_at: 5 });
+    s.apply(tx, 300);
+    // One hot entry: 'c:1' was packed when 'v:1' was applied after it.
+    expect(s.read('c:1')).toEqual({ ...cluster, clicks: [click] });
+    expect(s.expired(100 + HOUR, 10)).toEqual(['n:a']);
+    expect(s.expired(300 + HOUR, 10)).toEqual(['n:a', 'c:1', 'v:1']);
   });
 });

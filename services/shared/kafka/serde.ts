@@ -177,6 +177,49 @@ export class FramedAvroWriter {
   }
 }
 
+/**
+ * Packs a topic's values for a partition store's cold entries (stream/store.ts Packing): one one-byte string holding
+ * the write time (a double, in the machine's byte order) and the value's Avro body in the topic's current schema. The bytes are the
+ * process's own, never read by another version, so no schema id goes with them. Against `[writtenAt, value]` as JSON
+ * (the store's default), an identity node or cluster takes 33–48% fewer bytes, packs ~15% and reads ~45% faster
+ * (docs/decisions.md).
+ */
+export class AvroPacking<T> {
+  private readonly type: avro.Type;
+  private readonly mapping: (typeof TOPIC_MAPPINGS)[TopicName];
+  private scratch = Buffer.allocUnsafe(16 * 1024);
+  private readonly time = new Float64Array(1);
+  private readonly timeBytes = new Uint8Array(this.time.buffer);
+
+  constructor(topic: TopicName) {
+    this.type = avro.Type.forSchema(JSON.parse(schemaText(topic)) as avro.Schema);
+    this.mapping = TOPIC_MAPPINGS[topic];
+  }
+
+  pack(writtenAt: number, value: T): string {
+    const avroValue = this.mapping.toAvro(value);
+    let end = this.type.encode(avroValue, this.scratch, 8);
+    if (end < 0) {
+      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
+      end = this.type.encode(avroValue, this.scratch, 8);
+    }
+    this.time[0] = writtenAt;
+    this.scratch.set(this.timeBytes, 0);
+    return this.scratch.toString('latin1', 0, end);
+  }
+
+  unpack(packed: string): T {
+    if (packed.length > this.scratch.length) this.scratch = Buffer.allocUnsafe(packed.length * 2);
+    this.scratch.write(packed, 0, 'latin1');
+    return this.mapping.fromAvro(this.type.decode(this.scratch, 8).value as Record<string, unknown>) as T;
+  }
+
+  writtenAt(packed: string): number {
+    for (let i = 0; i < 8; i++) this.timeBytes[i] = packed.charCodeAt(i);
+    return this.time[0]!;
+  }
+}
+
 export class AvroSerde {
   private readonly writer = new FramedAvroWriter();
 

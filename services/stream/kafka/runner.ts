@@ -29,7 +29,7 @@ import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
 import { TransactionalProducer, type GroupMember, type NextOffset, type OutgoingRecord } from '../../shared/kafka/producer.js';
-import { UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
+import { AvroPacking, UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import { sleep } from '../../shared/sleep.js';
@@ -47,7 +47,7 @@ import {
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { OutageError, processWithPolicy } from '../error-policy.js';
-import { NoStore, PartitionStore, PendingOverlay, type PartitionStateStore, type StoreTransaction } from '../store.js';
+import { HOT_ENTRIES, NoStore, PartitionStore, PendingOverlay, type PartitionStateStore, type StoreTransaction } from '../store.js';
 import { BatchGate } from './batch-gate.js';
 
 /**
@@ -127,6 +127,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   private readonly headers: Readonly<Record<string, string>>;
   private readonly input: TopicName;
   private readonly changelog: TopicName | undefined;
+  /** The store's cold entries packed in the changelog's schema (one packing: the runner's partitions take turns). */
+  private readonly packing: AvroPacking<S> | undefined;
   private readonly logger: Logger;
   private readonly now: () => number;
   private consumer: GroupConsumer | undefined;
@@ -153,6 +155,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     this.headers = { [STAGE_GROUP_HEADER]: this.groupId };
     this.input = processor.input;
     this.changelog = processor.store?.changelog;
+    this.packing = this.changelog ? new AvroPacking<S>(this.changelog) : undefined;
     this.logger = options.logger.child({ stage: processor.name, group: this.groupId });
     this.now = options.now ?? Date.now;
     this.transactionalId = `${this.groupId}-${this.input}-${randomUUID()}`;
@@ -232,7 +235,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     for (const p of partitions) {
       this.tasks.set(p, {
         partition: p,
-        store: store ? (store.partitionStore?.() ?? new PartitionStore<S>({ ms: store.retentionMs, byPrefix: store.retentionByPrefix })) : undefined,
+        store: store ? (store.partitionStore?.() ?? new PartitionStore<S>({ ms: store.retentionMs, byPrefix: store.retentionByPrefix }, HOT_ENTRIES, this.packing!)) : undefined,
         phase: 'preparing',
         changelogPos: 0n,
         restoreTarget: undefined,
