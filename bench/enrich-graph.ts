@@ -77,14 +77,14 @@ function postgresCpuSec(): number {
 }
 
 /** Encoders of the topics a batch produces to, as the service's serde writes them (its writer; no registry: id 0). */
-function encoders(): (topic: TopicName, value: unknown) => number {
+function encoders(): (topic: TopicName, value: unknown) => Buffer {
   const types = new Map<string, avro.Type>();
   const writer = new FramedAvroWriter();
   return (topic, value) => {
     const mapping = TOPIC_MAPPINGS[topic];
     let type = types.get(topic);
     if (!type) types.set(topic, (type = avro.Type.forSchema(JSON.parse(readFileSync(join(repoRoot(), 'schemas', mapping.schemaFile), 'utf8')))));
-    return writer.write(type, 0, mapping.toAvro(value)).length;
+    return writer.write(type, 0, mapping.toAvro(value));
   };
 }
 
@@ -159,13 +159,16 @@ async function partitionLocal(baseUrl: string, events: readonly EventEnvelope[])
         const tx = store.begin();
         const emitted: OutputRecord[] = [];
         const outcomes = await db.transaction((sql) => processWithPolicy(enrich, records, { sql, store: tx, now: Date.now, emitted }));
-        for (const o of outcomes) if (o.type === 'ok') for (const out of o.outputs) bytes.conversions += encode(out.topic, out.value);
-        for (const o of emitted) bytes.changes += encode(o.topic, o.value);
-        for (const [, value] of tx.changes()) {
-          bytes.changelog += value === null ? 0 : encode(Topics.identityState, value);
+        for (const o of outcomes) if (o.type === 'ok') for (const out of o.outputs) bytes.conversions += encode(out.topic, out.value).length;
+        for (const o of emitted) bytes.changes += encode(o.topic, o.value).length;
+        // As the Kafka runner does: the changelog values go to the store with the writes (packed from them when cold).
+        const changelog = new Map<string, Buffer>();
+        for (const [key, value] of tx.changes()) {
+          if (value !== null) changelog.set(key, encode(Topics.identityState, value));
+          bytes.changelog += changelog.get(key)?.length ?? 0;
           bytes.changelogRecords++;
         }
-        store.apply(tx, Date.now());
+        store.apply(tx, Date.now(), changelog);
         return slice.length;
       });
     }

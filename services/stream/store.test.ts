@@ -127,6 +127,22 @@ describe('PartitionStore', () => {
     expect(s.read('long')).toBe(1);
   });
 
+  it.each([
+    ['prefixes sharing a first character', { s: HOUR, 'se:': 2 * HOUR, 't:': 3 * HOUR }, [HOUR, HOUR, 3 * HOUR, 10 * HOUR, 10 * HOUR]],
+    ['an empty prefix (every key) after others', { 'se:': 2 * HOUR, '': 4 * HOUR }, [4 * HOUR, 2 * HOUR, 4 * HOUR, 4 * HOUR, 4 * HOUR]],
+  ])('gives each key the retention of the first prefix it starts with (%s)', (_name, byPrefix, expected) => {
+    const s = new PartitionStore<number>({ ms: 10 * HOUR, byPrefix }, 0);
+    const keys = ['s:a', 'se:b', 't:c', 'u:d', ''];
+    for (const key of keys) {
+      const tx = s.begin();
+      void tx.put(key, 1);
+      s.apply(tx, 0);
+    }
+    // A key expires at its class's retention: the first instant at which expired() names it.
+    const expiresAt = keys.map((key) => [HOUR, 2 * HOUR, 3 * HOUR, 4 * HOUR, 10 * HOUR].find((t) => s.expired(t, 10).includes(key)));
+    expect(expiresAt).toEqual(expected);
+  });
+
   it('does not load entries already expired when restored, but still owes them a tombstone', () => {
     const now = 10 * HOUR;
     const s = new PartitionStore<number>(HOUR);

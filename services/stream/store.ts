@@ -37,6 +37,8 @@ export interface KeyValueStore<V> {
  */
 export interface Packing<S> {
   pack(writtenAt: number, value: S): string;
+  /** Packs a value from its changelog record's bytes, when the packing is in the changelog's own encoding. */
+  packEncoded?(writtenAt: number, changelogValue: Buffer): string;
   unpack(packed: string): S;
   writtenAt(packed: string): number;
 }
@@ -57,6 +59,8 @@ type Packed = string;
 interface Hot<S> {
   readonly value: S;
   readonly writtenAt: number;
+  /** Its changelog record's value, packed from when it turns cold (Packing.packEncoded) instead of encoding again. */
+  readonly encoded: Buffer | undefined;
 }
 type Stored<S> = Packed | Hot<S>;
 
@@ -77,7 +81,8 @@ export interface PartitionStateStore<S> {
   /** Keys to tombstone (a store that cannot name its evicted keys returns none and relies on delete retention). */
   expired(now: number, limit: number): string[];
   begin(): StoreTransaction<S>;
-  apply(tx: StoreTransaction<S>, now: number): void;
+  /** `encoded`: the changelog records' values of the transaction's writes, by key, when the runtime has them. */
+  apply(tx: StoreTransaction<S>, now: number, encoded?: ReadonlyMap<string, Buffer>): void;
 }
 
 /** How long entries stay unwritten before they expire: one default, and others for keys with given prefixes. */
@@ -95,6 +100,12 @@ interface RetentionClass {
 
 export class PartitionStore<S> implements PartitionStateStore<S> {
   private readonly classes: RetentionClass[];
+  /**
+   * The prefix classes by their prefix's first character (a key tries only those), or null when a prefix is empty
+   * (every key tries every class in order).
+   */
+  private readonly byFirstChar: Map<string, RetentionClass[]> | null;
+  private readonly defaultClass: RetentionClass;
   /** Keys whose last changelog record had expired when restored: not loaded, still owed a tombstone. */
   private readonly expiredAtRestore = new Set<string>();
   /** Keys whose entry is Hot, oldest write first (a write moves its key to the end). */
@@ -110,11 +121,19 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
       ...Object.entries(r.byPrefix ?? {}).map(([prefix, ms]) => ({ prefix, ms, entries: new Map<string, Stored<unknown>>() })),
       { prefix: null, ms: r.ms, entries: new Map<string, Stored<unknown>>() },
     ];
+    this.defaultClass = this.classes.at(-1)!;
+    const prefixed = this.classes.slice(0, -1);
+    this.byFirstChar = prefixed.some((c) => c.prefix === '') ? null : new Map();
+    for (const c of prefixed) {
+      const first = c.prefix!.charAt(0);
+      this.byFirstChar?.set(first, [...(this.byFirstChar.get(first) ?? []), c]);
+    }
   }
 
   private classOf(key: string): RetentionClass {
-    for (const c of this.classes) if (c.prefix === null || key.startsWith(c.prefix)) return c;
-    throw new Error('unreachable: the default retention class matches every key');
+    const candidates = this.byFirstChar === null ? this.classes : this.byFirstChar.get(key.charAt(0));
+    if (candidates) for (const c of candidates) if (c.prefix === null || key.startsWith(c.prefix)) return c;
+    return this.defaultClass;
   }
 
   get size(): number {
@@ -164,15 +183,15 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
     return new StoreTransaction<S>((key) => this.read(key));
   }
 
-  /** Applies a committed transaction's writes. */
-  apply(tx: StoreTransaction<S>, now: number): void {
+  /** Applies a committed transaction's writes (with their changelog values, when the runtime has them). */
+  apply(tx: StoreTransaction<S>, now: number, encoded?: ReadonlyMap<string, Buffer>): void {
     for (const [key, value] of tx.changes()) {
       const c = this.classOf(key);
       c.entries.delete(key);
       this.hot.delete(key);
-      this.expiredAtRestore.delete(key);
+      if (this.expiredAtRestore.size > 0) this.expiredAtRestore.delete(key);
       if (value === null) continue;
-      c.entries.set(key, { value, writtenAt: now });
+      c.entries.set(key, { value, writtenAt: now, encoded: this.packing.packEncoded ? encoded?.get(key) : undefined });
       this.hot.set(key, c);
     }
     // The oldest hot entries beyond the bound are packed in place (their place in write order stays).
@@ -180,7 +199,7 @@ export class PartitionStore<S> implements PartitionStateStore<S> {
       if (this.hot.size <= this.hotEntries) break;
       this.hot.delete(key);
       const e = c.entries.get(key) as Hot<S>;
-      c.entries.set(key, this.packing.pack(e.writtenAt, e.value));
+      c.entries.set(key, e.encoded ? this.packing.packEncoded!(e.writtenAt, e.encoded) : this.packing.pack(e.writtenAt, e.value));
     }
   }
 }

@@ -12,7 +12,7 @@ import { repoRoot } from '../repo-root.js';
 import { Topics } from '../topics.js';
 import { PartitionStore } from '../../stream/store.js';
 import { identityStateMapping } from './avro-mapping.js';
-import { AvroPacking } from './serde.js';
+import { AvroPacking, FramedAvroWriter } from './serde.js';
 
 const schema = JSON.parse(readFileSync(join(repoRoot(), 'schemas', 'identity-state.avsc'), 'utf8'));
 const type = avro.Type.forSchema(schema);
@@ -66,6 +66,12 @@ describe('identity-state schema', () => {
     }
   });
 
+  it.each(ENTRIES)('packs %s from its changelog record as from its value', (_name, v) => {
+    const packing = new AvroPacking<Record<string, unknown>>(Topics.identityState);
+    const changelogValue = new FramedAvroWriter().write(type, 1234, identityStateMapping.toAvro(v));
+    expect(packing.packEncoded(1_764_000_123_456, changelogValue)).toBe(packing.pack(1_764_000_123_456, v));
+  });
+
   it('packs an entry larger than its scratch buffer, and another packing reads it', () => {
     const members = Array.from({ length: 400 }, (_, i) => ({ ...member, value: i.toString(16).padStart(64, '0') }));
     const big = { ...cluster, members };
@@ -84,10 +90,20 @@ describe('identity-state schema', () => {
     const tx = s.begin();
     await tx.put('c:1', { ...cluster, clicks: [click] });
     await tx.put('v:1', { claimed_at: 5 });
-    s.apply(tx, 300);
-    // One hot entry: 'c:1' was packed when 'v:1' was applied after it.
+    await tx.put('n:b', ENTRIES[0]![1]);
+    // As the Kafka runner applies a chunk: with the changelog values of its writes ('n:b' only, here).
+    const changelogValue = new FramedAvroWriter().write(type, 1, identityStateMapping.toAvro(ENTRIES[0]![1]));
+    s.apply(tx, 300, new Map([['n:b', changelogValue]]));
+    // One hot entry: 'c:1' and 'v:1' were packed from their values when the writes after them were applied.
     expect(s.read('c:1')).toEqual({ ...cluster, clicks: [click] });
+    expect(s.read('v:1')).toEqual({ claimed_at: 5 });
+    const next = s.begin();
+    await next.put('v:2', { claimed_at: 6 });
+    s.apply(next, 400);
+    // 'n:b' turned cold: packed from its changelog value, read back equal.
+    expect(s.read('n:b')).toEqual(ENTRIES[0]![1]);
+    expect(s.read('n:b')).not.toBe(ENTRIES[0]![1]);
     expect(s.expired(100 + HOUR, 10)).toEqual(['n:a']);
-    expect(s.expired(300 + HOUR, 10)).toEqual(['n:a', 'c:1', 'v:1']);
+    expect(s.expired(300 + HOUR, 10)).toEqual(['n:a', 'c:1', 'v:1', 'n:b']);
   });
 });

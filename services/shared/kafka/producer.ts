@@ -111,14 +111,16 @@ export function toMessages(batches: readonly TopicRecords[]): ProducedMessage[] 
         headers = headerCache.get(r.headers);
         if (!headers) headerCache.set(r.headers, (headers = headerMap(r.headers)));
       }
+      // One literal of one shape (no spreads: V8's slow path, once per record); the client reads an undefined
+      // partition, headers or timestamp as absent.
       messages.push({
         topic: b.topic,
         key: r.key === null ? undefined : Buffer.from(r.key),
         // A tombstone is a record with a null value (the client writes length -1).
         value: r.value as Buffer,
-        ...(r.partition === undefined ? {} : { partition: r.partition }),
-        ...(headers === undefined ? {} : { headers }),
-        ...(r.timestamp === undefined ? {} : { timestamp: BigInt(r.timestamp) }),
+        partition: r.partition,
+        headers,
+        timestamp: r.timestamp === undefined ? undefined : BigInt(r.timestamp),
       });
     }
   }

@@ -208,6 +208,16 @@ export class AvroPacking<T> {
     return this.scratch.toString('latin1', 0, end);
   }
 
+  /** From a changelog record's value (Confluent wire format in the topic's current schema): its body, copied once. */
+  packEncoded(writtenAt: number, changelogValue: Buffer): string {
+    const end = 8 + changelogValue.length - 5;
+    if (end > this.scratch.length) this.scratch = Buffer.allocUnsafe(end * 2);
+    this.time[0] = writtenAt;
+    this.scratch.set(this.timeBytes, 0);
+    changelogValue.copy(this.scratch, 8, 5);
+    return this.scratch.toString('latin1', 0, end);
+  }
+
   unpack(packed: string): T {
     if (packed.length > this.scratch.length) this.scratch = Buffer.allocUnsafe(packed.length * 2);
     this.scratch.write(packed, 0, 'latin1');

@@ -104,6 +104,8 @@ interface Decoded<V> {
 interface Prepared<S> {
   readonly outputs: Map<TopicName, OutgoingRecord[]>;
   readonly tx: StoreTransaction<S>;
+  /** The changelog records' values of the store's writes, by key (the store packs them when they turn cold). */
+  readonly encoded: Map<string, Buffer> | undefined;
   readonly counts: Outcome[];
   readonly processed: Outcome[];
   readonly evicted: number;
@@ -485,6 +487,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     }
 
     let evicted = 0;
+    let encoded: Map<string, Buffer> | undefined;
     if (task.store) {
       const max = this.deps.options.maxEvictionsPerBatch ?? 1_000;
       // The chunk still committing tombstoned the oldest keys already (the store has them until it is applied): they
@@ -497,12 +500,15 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         evicted++;
       }
       const changes: OutgoingRecord[] = [];
+      encoded = new Map();
       for (const [key, value] of tx.changes()) {
-        changes.push({ key, value: value === null ? null : serde.encode(this.changelog!, value), partition: task.partition, headers: this.headers });
+        const bytes = value === null ? null : serde.encode(this.changelog!, value);
+        if (bytes) encoded.set(key, bytes);
+        changes.push({ key, value: bytes, partition: task.partition, headers: this.headers });
       }
       if (changes.length > 0) outputs.set(this.changelog!, changes);
     }
-    return { outputs, tx, counts, processed, evicted, last: chunk.at(-1)!.offset, highWatermark, end };
+    return { outputs, tx, encoded, counts, processed, evicted, last: chunk.at(-1)!.offset, highWatermark, end };
   }
 
   /**
@@ -523,7 +529,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       this.restart();
       return false;
     }
-    if (task.store) task.store.apply(c.tx, this.now());
+    if (task.store) task.store.apply(c.tx, this.now(), c.encoded);
     c.end();
     countStageRecords(processor.name, c.counts);
     if (c.evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, c.evicted);
