@@ -179,10 +179,10 @@ export class FramedAvroWriter {
 
 /**
  * Packs a topic's values for a partition store's cold entries (stream/store.ts Packing): one one-byte string holding
- * the write time (a double, in the machine's byte order) and the value's Avro body in the topic's current schema. The bytes are the
- * process's own, never read by another version, so no schema id goes with them. Against `[writtenAt, value]` as JSON
- * (the store's default), an identity node or cluster takes 33–48% fewer bytes, packs ~15% and reads ~45% faster
- * (docs/decisions.md).
+ * the write time (a double, in the machine's byte order) and the value's Avro body in the topic's current schema.
+ * The bytes are the process's own, never read by another version, so no schema id goes with them. Against
+ * `[writtenAt, value]` as JSON (the store's default), an identity node or cluster takes 33–48% fewer bytes, packs
+ * ~15% and reads ~45% faster (docs/decisions.md).
  */
 export class AvroPacking<T> {
   private readonly type: avro.Type;
