@@ -277,8 +277,9 @@ export async function benchPipeline(
   const profileDir = join(PROFILES_DIR, 'raw');
   if (opts.profile) mkdirSync(profileDir, { recursive: true });
   const profiled = opts.profile ? join(profileDir, profileName) : undefined;
-  // Per role, the enrich process is profiled (the stage that limits the drain); else the one process.
-  const profiledRole = perRole ? 'enrich' : 'all';
+  // Per role, the enrich process is profiled (the stage that limits the drain; BENCH_PROFILE_ROLE names another);
+  // else the one process.
+  const profiledRole = perRole ? (process.env.BENCH_PROFILE_ROLE ?? 'enrich') : 'all';
   const start = () =>
     startShape(perRole, setting.env, (role) =>
       opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
