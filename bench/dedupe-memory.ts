@@ -35,7 +35,6 @@ interface StoreMeasure {
   readonly getNsPerKey: number;
 }
 
-
 /** In the child: restore KEYS records into one store and measure. */
 async function measureStore(kind: 'generic' | 'compact', out: string): Promise<void> {
   const type = avro.Type.forSchema(JSON.parse(schemaText(Topics.dedupeState)) as avro.Schema);
@@ -86,7 +85,6 @@ async function measureStore(kind: 'generic' | 'compact', out: string): Promise<v
   };
   writeFileSync(out, JSON.stringify(result));
 }
-
 
 export async function benchDedupeMemory(log: (l: string) => void): Promise<Array<Omit<BenchResult, 'git_sha' | 'date'>>> {
   log(`dedupe-memory (${KEYS.toLocaleString('en-US')} keys, --expose-gc)`);

@@ -57,7 +57,7 @@ async function measureGraph(packing: Packing, out: string): Promise<void> {
     HOT_ENTRIES,
     packing === 'avro' ? new AvroPacking<GraphEntry>(spec.changelog) : undefined,
   );
-  // The store's keys by kind tag (first character), kept apart from it and dropped before measuring.
+  // The keys the store holds (counted by kind tag after the build), kept apart from it and dropped before measuring.
   let live: Map<string, boolean> | undefined = new Map();
   const t0 = performance.now();
   for (let i = 0; i < events.length; i += BATCH) {
@@ -89,7 +89,6 @@ async function measureGraph(packing: Packing, out: string): Promise<void> {
   const result: GraphMeasure = { packing, events: events.length, entries, identifiers, clusters, bytes, bytesPerIdentifier: bytes / identifiers, buildUsPerEvent: buildUs };
   writeFileSync(out, JSON.stringify(result));
 }
-
 
 export async function benchGraphMemory(log: (l: string) => void): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
   log(`graph-memory (enrich's identity graph of ${PEOPLE.toLocaleString('en-US')} people, --expose-gc)`);

@@ -8,11 +8,12 @@
  * finding the expired ones looks only at the oldest.
  *
  * A partition's committed entries are kept packed, but for the latest writes: each one string (its write time and
- * its value, as JSON or, on Kafka, in the changelog's Avro schema: AvroPacking), not a tree of objects. The garbage collector marks a string without looking inside it, so a
- * store of a million entries costs the collector a million strings instead of several million objects, numbers and
- * arrays. The HOT_ENTRIES latest writes stay as the values the batches wrote, so what is read and written again soon
- * (a returning person's entries) is not parsed and stringified each time. A read answers the store's own value while
- * it is hot: callers never change what they read (the graph copies first). docs/decisions.md has the measurements.
+ * its value, as JSON or, on Kafka, in the changelog's Avro schema: AvroPacking), not a tree of objects. The garbage
+ * collector marks a string without looking inside it, so a store of a million entries costs the collector a million
+ * strings instead of several million objects, numbers and arrays. The HOT_ENTRIES latest writes stay as the values
+ * the batches wrote, so what is read and written again soon (a returning person's entries) is not unpacked and packed
+ * each time. A read answers the store's own value while it is hot: callers never change what they read (the graph
+ * copies first). docs/decisions.md has the measurements.
  */
 
 /**
@@ -32,8 +33,8 @@ export interface KeyValueStore<V> {
 
 /**
  * How a store packs its cold entries into one flat string each, its write time included. The default packs JSON; the
- * Kafka runner packs in the changelog's Avro schema (shared/kafka/serde.ts AvroPacking), half the bytes and faster to
- * read. Values are plain data (they are changelog records too).
+ * Kafka runner packs in the changelog's Avro schema (shared/kafka/serde.ts AvroPacking): a third fewer bytes, and
+ * faster to read. Values are plain data (they are changelog records too).
  */
 export interface Packing<S> {
   pack(writtenAt: number, value: S): string;
@@ -59,7 +60,11 @@ type Packed = string;
 interface Hot<S> {
   readonly value: S;
   readonly writtenAt: number;
-  /** Its changelog record's value, packed from when it turns cold (Packing.packEncoded) instead of encoding again. */
+  /**
+   * Its changelog record's value, packed from when it turns cold (Packing.packEncoded) instead of encoding again. A
+   * small Buffer shares Node's 8 KiB pool with others allocated near it: the hot entries hold some of the pool's
+   * latest slabs (a few MB), not more.
+   */
   readonly encoded: Buffer | undefined;
 }
 type Stored<S> = Packed | Hot<S>;
