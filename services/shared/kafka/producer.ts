@@ -358,7 +358,7 @@ export class TransactionalProducer {
         );
       },
       { firstMs: 10, maxMs: 1_000, attempts: 8 },
-      { retryable: (err) => canRetry(err) },
+      { retryable: canRetry },
     );
   }
 

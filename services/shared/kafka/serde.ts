@@ -154,6 +154,28 @@ interface TopicCodec {
   readonly resolvers: Map<number, avro.Resolver>;
 }
 
+/** A reused buffer that Avro values are encoded into, grown to the largest value seen. */
+class Scratch {
+  buf = Buffer.allocUnsafe(16 * 1024);
+
+  /** Encodes `avroValue` from `offset` on, growing the buffer if it does not fit; answers where it ends. */
+  encode(type: avro.Type, avroValue: unknown, offset: number): number {
+    let end = type.encode(avroValue, this.buf, offset);
+    if (end < 0) {
+      // avsc answers minus the bytes it still needed: grow and encode again.
+      this.buf = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.buf.length - end));
+      end = type.encode(avroValue, this.buf, offset);
+    }
+    return end;
+  }
+
+  /** Makes the buffer at least `bytes` long. */
+  ensure(bytes: number): Buffer {
+    if (bytes > this.buf.length) this.buf = Buffer.allocUnsafe(bytes * 2);
+    return this.buf;
+  }
+}
+
 /**
  * Writes Avro values in the Confluent wire format (magic byte, schema id, body): encoded once into a reused scratch
  * buffer after the 5-byte header, then copied out once. avsc's `toBuffer` encodes into a 1 KiB buffer and, for a larger
@@ -161,19 +183,14 @@ interface TopicCodec {
  * and two copies per record.
  */
 export class FramedAvroWriter {
-  /** Grows to the largest record seen. */
-  private scratch = Buffer.allocUnsafe(16 * 1024);
+  private readonly scratch = new Scratch();
 
   write(type: avro.Type, schemaId: number, avroValue: unknown): Buffer {
-    let end = type.encode(avroValue, this.scratch, 5);
-    if (end < 0) {
-      // avsc answers minus the bytes it still needed: grow and encode again.
-      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
-      end = type.encode(avroValue, this.scratch, 5);
-    }
-    this.scratch.writeUInt8(MAGIC_BYTE, 0);
-    this.scratch.writeInt32BE(schemaId, 1);
-    return Buffer.from(this.scratch.subarray(0, end));
+    const end = this.scratch.encode(type, avroValue, 5);
+    const buf = this.scratch.buf;
+    buf.writeUInt8(MAGIC_BYTE, 0);
+    buf.writeInt32BE(schemaId, 1);
+    return Buffer.from(buf.subarray(0, end));
   }
 }
 
@@ -187,7 +204,7 @@ export class FramedAvroWriter {
 export class AvroPacking<T> {
   private readonly type: avro.Type;
   private readonly mapping: (typeof TOPIC_MAPPINGS)[TopicName];
-  private scratch = Buffer.allocUnsafe(16 * 1024);
+  private readonly scratch = new Scratch();
   private readonly time = new Float64Array(1);
   private readonly timeBytes = new Uint8Array(this.time.buffer);
 
@@ -197,31 +214,28 @@ export class AvroPacking<T> {
   }
 
   pack(writtenAt: number, value: T): string {
-    const avroValue = this.mapping.toAvro(value);
-    let end = this.type.encode(avroValue, this.scratch, 8);
-    if (end < 0) {
-      this.scratch = Buffer.allocUnsafe(Math.max(this.scratch.length * 2, this.scratch.length - end));
-      end = this.type.encode(avroValue, this.scratch, 8);
-    }
-    this.time[0] = writtenAt;
-    this.scratch.set(this.timeBytes, 0);
-    return this.scratch.toString('latin1', 0, end);
+    const end = this.scratch.encode(this.type, this.mapping.toAvro(value), 8);
+    return this.withTime(writtenAt, end);
   }
 
   /** From a changelog record's value (Confluent wire format in the topic's current schema): its body, copied once. */
   packEncoded(writtenAt: number, changelogValue: Buffer): string {
     const end = 8 + changelogValue.length - 5;
-    if (end > this.scratch.length) this.scratch = Buffer.allocUnsafe(end * 2);
-    this.time[0] = writtenAt;
-    this.scratch.set(this.timeBytes, 0);
-    changelogValue.copy(this.scratch, 8, 5);
-    return this.scratch.toString('latin1', 0, end);
+    changelogValue.copy(this.scratch.ensure(end), 8, 5);
+    return this.withTime(writtenAt, end);
   }
 
   unpack(packed: string): T {
-    if (packed.length > this.scratch.length) this.scratch = Buffer.allocUnsafe(packed.length * 2);
-    this.scratch.write(packed, 0, 'latin1');
-    return this.mapping.fromAvro(this.type.decode(this.scratch, 8).value as Record<string, unknown>) as T;
+    const buf = this.scratch.ensure(packed.length);
+    buf.write(packed, 0, 'latin1');
+    return this.mapping.fromAvro(this.type.decode(buf, 8).value as Record<string, unknown>) as T;
+  }
+
+  /** The scratch's first `end` bytes as the packed string, the write time in its first 8. */
+  private withTime(writtenAt: number, end: number): string {
+    this.time[0] = writtenAt;
+    this.scratch.buf.set(this.timeBytes, 0);
+    return this.scratch.buf.toString('latin1', 0, end);
   }
 
   writtenAt(packed: string): number {

@@ -129,7 +129,10 @@ export class KafkaStageRunner<V, S> implements StageRunner {
   private readonly headers: Readonly<Record<string, string>>;
   private readonly input: TopicName;
   private readonly changelog: TopicName | undefined;
-  /** The store's cold entries packed in the changelog's schema (one packing: the runner's partitions take turns). */
+  /**
+   * The cold entries of the stores this runner makes packed in the changelog's schema (one packing: the runner's
+   * partitions take turns); none when the stage brings a store of its own (processor.store.partitionStore).
+   */
   private readonly packing: AvroPacking<S> | undefined;
   private readonly logger: Logger;
   private readonly now: () => number;
@@ -157,7 +160,8 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     this.headers = { [STAGE_GROUP_HEADER]: this.groupId };
     this.input = processor.input;
     this.changelog = processor.store?.changelog;
-    this.packing = this.changelog ? new AvroPacking<S>(this.changelog) : undefined;
+    const store = processor.store;
+    this.packing = store && !store.partitionStore ? new AvroPacking<S>(store.changelog) : undefined;
     this.logger = options.logger.child({ stage: processor.name, group: this.groupId });
     this.now = options.now ?? Date.now;
     this.transactionalId = `${this.groupId}-${this.input}-${randomUUID()}`;
@@ -500,10 +504,11 @@ export class KafkaStageRunner<V, S> implements StageRunner {
         evicted++;
       }
       const changes: OutgoingRecord[] = [];
-      encoded = new Map();
+      // Only a store packed by this runner takes its writes' changelog values (a stage's own store does not).
+      encoded = this.packing ? new Map() : undefined;
       for (const [key, value] of tx.changes()) {
         const bytes = value === null ? null : serde.encode(this.changelog!, value);
-        if (bytes) encoded.set(key, bytes);
+        if (bytes) encoded?.set(key, bytes);
         changes.push({ key, value: bytes, partition: task.partition, headers: this.headers });
       }
       if (changes.length > 0) outputs.set(this.changelog!, changes);
