@@ -11,6 +11,7 @@ import { sha256Hex } from '../shared/ids.js';
 import { graphOwnerKey, type EventEnvelope } from '../domain/envelope.js';
 import { Topics, type TopicName } from '../shared/topics.js';
 import { deleteEdges, deleteNodes, personNodes } from '../enrich/identity/erase.js';
+import { nodeIdOf } from '../enrich/identity/graph-repo.js';
 import { nodeStoreKey } from '../enrich/identity/graph-state.js';
 import { GRAPH_SINK_STAGE } from '../enrich/identity/graph-sink.js';
 import { marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
@@ -139,9 +140,17 @@ export const eventLogStep: ErasureStep = {
       tx,
       `DELETE FROM log_records l WHERE l.topic = $2 AND l.value->>'workspace_id' = $1
          AND l."offset" <= COALESCE((SELECT c."offset" FROM consumer_offsets c WHERE c.group_id = $3 AND c.topic = $2), 0)
-         AND EXISTS (SELECT 1 FROM jsonb_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
+         AND (EXISTS (SELECT 1 FROM jsonb_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
+              OR EXISTS (SELECT 1 FROM jsonb_array_elements(COALESCE(l.value->'sightings', '[]'::jsonb)) AS n(row) WHERE n.row->>'node_id' = ANY($5::text[])))
        RETURNING l."offset"`,
-      [s.workspaceId, Topics.identityChanges, GRAPH_SINK_STAGE, s.nodes.map((n) => `${n.kind}\n${n.value}`)],
+      [
+        s.workspaceId,
+        Topics.identityChanges,
+        GRAPH_SINK_STAGE,
+        s.nodes.map((n) => `${n.kind}\n${n.value}`),
+        // A sighting names its node by id alone, which also depends on the key mode.
+        (['live', 'test'] as const).flatMap((keyMode) => s.nodes.map((n) => nodeIdOf({ workspaceId: s.workspaceId, keyMode }, n))),
+      ],
     );
     return envelopes + changes;
   },

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErasureFilter } from '../../services/enrich/identity/erasure-filter.js';
+import { nodeIdOf } from '../../services/enrich/identity/graph-repo.js';
 import { startService, type RunningService } from '../../services/compose/service.js';
 import type { DeadLetter } from '../../services/domain/dead-letter.js';
 import type { EventEnvelope } from '../../services/domain/envelope.js';
@@ -163,6 +164,10 @@ describe('why this field, and erasure: the same person forwarded before and afte
       key: `${ws}:x`, value: { ...oldEnvelope, idempotency_key: 'order-j9' }, failed_at: Date.now(),
     };
     await service.log!.append(Topics.eventsDlq, [{ key: letter.key, value: letter }], Date.now() + 10_000);
+    // order-j2 changed nothing of the user id but when it was last seen: the graph sink had a sighting of it (its node id).
+    const userNode = nodeIdOf({ workspaceId: ws, keyMode: 'live' }, { kind: 'user_id', value: 'u-jane' });
+    const sightings = () => service.db.query(`SELECT 1 FROM log_records WHERE topic = $1 AND value::text LIKE $2`, [Topics.identityChanges, `%${userNode}%`]);
+    expect((await sightings()).rows.length).toBeGreaterThan(0);
 
     const job = await erase(ws, { user: 'u-jane' });
     expect(job.removed).toMatchObject({
@@ -183,6 +188,7 @@ describe('why this field, and erasure: the same person forwarded before and afte
     expect(left.rows).toEqual([]);
     const logged = await service.db.query(`SELECT 1 FROM log_records WHERE value::text LIKE '%u-jane%' OR value::text LIKE $1`, [`%${JANE}%`]);
     expect(logged.rows).toEqual([]);
+    expect((await sightings()).rows).toEqual([]);
     const erasureRow = await service.db.query(`SELECT pending, subject::text AS subject FROM erasures WHERE id = $1`, [job.id]);
     expect(erasureRow.rows[0]).toMatchObject({ pending: null });
     const audit = await service.db.query<{ action: string; detail: unknown }>(`SELECT action, detail FROM audit_log WHERE workspace_id = $1 AND action LIKE 'erasure.%' ORDER BY id`, [ws]);

@@ -68,6 +68,7 @@ const changesOf = (from: number, count: number): GraphChanges => ({
   key_mode: 'live',
   merges: [],
   nodes: Array.from({ length: count }, (_, k) => node(from + k)),
+  sightings: [],
   edges: [],
   withdrawals: [],
   erased_clusters: [],

@@ -103,7 +103,7 @@ const personLinks = async () =>
 describe('erasing a person from identity_edges', () => {
   it("the graph sink's erasure deletes the person's links in both modes through the indexes", async () => {
     await seedPerson();
-    const changes: GraphChanges = { workspace_id: WS, key_mode: 'live', merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: ['c_p'], erased_node_ids: [] };
+    const changes: GraphChanges = { workspace_id: WS, key_mode: 'live', merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: ['c_p'], erased_node_ids: [], sightings: [] };
     const deletes = await deletesOf((sql) => applyChanges(sql, [changes]));
     expect(deletes).toEqual({ seqScans: 0, maxPages: expect.any(Number) });
     expect(deletes.maxPages).toBeLessThan(60);

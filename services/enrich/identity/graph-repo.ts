@@ -408,6 +408,20 @@ export async function upsertNodes(sql: Sql, nodes: readonly NodeRow[]): Promise<
   );
 }
 
+/**
+ * Moves nodes' last_seen_at forward (never back): node id → epoch ms. A node without a row is left so (its next whole
+ * write brings it back).
+ */
+export async function updateLastSeen(sql: Sql, lastSeen: ReadonlyMap<string, number>): Promise<void> {
+  if (lastSeen.size === 0) return;
+  await sql.query(
+    `UPDATE identity_nodes AS n SET last_seen_at = to_timestamp(t.at / 1000.0)
+     FROM json_to_recordset($1::json) AS t(id text, at float8)
+     WHERE n.node_id = t.id AND n.last_seen_at < to_timestamp(t.at / 1000.0)`,
+    [JSON.stringify(Array.from(lastSeen, ([id, at]) => ({ id, at })))],
+  );
+}
+
 /** One upsert of edges: an edge keeps the earliest first and the latest last sighting. */
 export async function upsertEdges(sql: Sql, edges: readonly EdgeRow[]): Promise<void> {
   if (edges.length === 0) return;

@@ -1,8 +1,8 @@
 /**
  * The graph sink: a stage that writes what enrich's batches changed in the identity graph (identity.graph-changes)
  * to the queryable tables identity_nodes and identity_edges, off enrich's hot path and in bulk: per batch of change
- * records, one relabel statement for the merges, one upsert of the nodes, one update for consent withdrawals and one
- * upsert of the edges. Erasures cut the batch, so rows written after an erasure are never deleted by it.
+ * records, one relabel statement for the merges, one upsert of the nodes, one update of the sightings (nodes seen
+ * again with nothing else new: last_seen_at alone), one update for consent withdrawals and one upsert of the edges. Erasures cut the batch, so rows written after an erasure are never deleted by it.
  * Every write describes the graph as it is after the change, so a batch applied twice leaves the same rows.
  * How far the tables trail the graph: identity_graph_sink_delay_seconds, and the stage's consumer lag.
  */
@@ -11,7 +11,7 @@ import { Topics } from '../../shared/topics.js';
 import { dlq, ok, type Outcome, type Stage } from '../../stream/contract.js';
 import { graphSinkDelay } from '../metrics.js';
 import { deleteEdges } from './erase.js';
-import { upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
+import { updateLastSeen, upsertEdges, upsertNodes, type EdgeRow, type NodeRow } from './graph-repo.js';
 import type { GraphKind } from './kinds.js';
 import type { GraphChanges } from './graph-state.js';
 
@@ -24,7 +24,9 @@ const isChanges = (v: unknown): v is GraphChanges => {
     v !== null &&
     typeof c.workspace_id === 'string' &&
     (c.key_mode === 'live' || c.key_mode === 'test') &&
-    [c.merges, c.nodes, c.edges, c.withdrawals, c.erased_clusters, c.erased_node_ids].every(Array.isArray)
+    [c.merges, c.nodes, c.edges, c.withdrawals, c.erased_clusters, c.erased_node_ids].every(Array.isArray) &&
+    // Records written before sightings existed have none.
+    (c.sightings === undefined || Array.isArray(c.sightings))
   );
 };
 
@@ -117,8 +119,14 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
   const nodes = new Map<string, NodeRow>();
   const withdrawals = new Map<string, { storage: number | null; userData: number | null }>();
   const edges = new Map<string, EdgeRow>();
+  const sightings = new Map<string, number>();
   for (const c of changes) {
-    for (const n of c.nodes) nodes.set(n.node_id, { ...n, cluster_id: root(n.cluster_id) });
+    for (const n of c.nodes) nodes.set(n.node_id, { ...n, cluster_id: root(n.cluster_id), last_seen_at: Math.max(n.last_seen_at, sightings.get(n.node_id) ?? -Infinity) });
+    for (const s of c.sightings ?? []) {
+      const row = nodes.get(s.node_id);
+      if (row) row.last_seen_at = Math.max(row.last_seen_at, s.last_seen_at);
+      else sightings.set(s.node_id, Math.max(s.last_seen_at, sightings.get(s.node_id) ?? -Infinity));
+    }
     for (const w of c.withdrawals) {
       const id = root(w.cluster_id);
       const prior = withdrawals.get(id);
@@ -134,6 +142,9 @@ export async function applyChanges(sql: Sql, changes: readonly GraphChanges[]): 
     }
   }
   await upsertNodes(sql, [...nodes.values()]);
+  // A sighting of a node the run also writes whole went into its row (above).
+  for (const id of nodes.keys()) sightings.delete(id);
+  await updateLastSeen(sql, sightings);
   if (withdrawals.size > 0) {
     const ids = [...withdrawals.keys()];
     await sql.query(

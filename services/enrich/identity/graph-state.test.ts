@@ -87,6 +87,10 @@ function tables() {
     apply(c: GraphChanges) {
       for (const m of c.merges) for (const row of nodes.values()) if (row.cluster_id === m.from) row.cluster_id = m.into;
       for (const row of c.nodes) nodes.set(row.node_id, { ...row });
+      for (const s of c.sightings) {
+        const row = nodes.get(s.node_id);
+        if (row) row.last_seen_at = Math.max(row.last_seen_at, s.last_seen_at);
+      }
       for (const e of c.edges) {
         const k = `${e.workspace_id}|${e.key_mode}|${e.a_kind}|${e.a_value}|${e.b_kind}|${e.b_value}`;
         const prior = edges.get(k);
@@ -316,8 +320,14 @@ describe('identity graph as partition-local state', () => {
       p.batch(async (tx) => {
         const s = await GraphState.load(tx, [{ scope, node: user }], { maxClusterIdentifiers: 100 });
         const { resolved } = s.link(scope, [user], at, page);
-        for (const c of await s.save()) t.apply(c);
-        return { written: [...tx.changes()].map(([k]) => k), seen: s.offeredIdentifiers(resolved!, ['user_id'], 1)[0]!.lastSeenAt };
+        const changes = await s.save();
+        for (const c of changes) t.apply(c);
+        return {
+          written: [...tx.changes()].map(([k]) => k),
+          seen: s.offeredIdentifiers(resolved!, ['user_id'], 1)[0]!.lastSeenAt,
+          rows: changes.flatMap((c) => c.nodes.map((r) => r.last_seen_at)),
+          sightings: changes.flatMap((c) => c.sightings.map((x) => x.last_seen_at)),
+        };
       });
     const key = nodeStoreKey(scope, user);
     const row = () => t.nodes.get(nodeIdOf(scope, user))!;
@@ -325,6 +335,8 @@ describe('identity graph as partition-local state', () => {
     // A server event 10 minutes later: the cluster's summary takes the time, the entry is left as it was.
     const later = await visit(T0 + 10 * MIN, null);
     expect(later.written).not.toContain(key);
+    // The graph sink gets a sighting (node id and time), not the whole row again.
+    expect([later.rows, later.sightings]).toEqual([[], [T0 + 10 * MIN]]);
     expect(later.seen).toBe(T0 + 10 * MIN);
     expect(row().last_seen_at).toBe(T0 + 10 * MIN);
     expect((p.store.read(key) as { last_seen_at: number }).last_seen_at).toBe(T0);
@@ -337,6 +349,7 @@ describe('identity graph as partition-local state', () => {
     expect((await visit(T0 + 30 * MIN, null)).written).not.toContain(key);
     const refreshed = await visit(T0 + 20 * MIN + NODE_REFRESH_MS, null);
     expect(refreshed.written).toContain(key);
+    expect([refreshed.rows, refreshed.sightings]).toEqual([[T0 + 20 * MIN + NODE_REFRESH_MS], []]);
     expect((p.store.read(key) as { last_seen_at: number }).last_seen_at).toBe(T0 + 20 * MIN + NODE_REFRESH_MS);
     expect(row().first_seen_at).toBe(T0);
   });

@@ -8,8 +8,9 @@
  * do not write them again. A merge folds the smaller summary into the larger and leaves a forward (`into`), so member
  * entries are never relabelled. Session and click-id entries age out
  * (EPHEMERAL_RETENTION). A stable identifier's entry is not rewritten for an event that changes only when it was last
- * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time. The
- * queryable tables are written off the hot path by graph-sink.ts from `GraphChanges`.
+ * seen (a server event's, within NODE_REFRESH_MS of its last write): its cluster's member keeps that time, and the
+ * changes carry it as a sighting (its id and that time), not as a whole row. The queryable tables are written off the
+ * hot path by graph-sink.ts from `GraphChanges`.
  * The reads must answer what GraphSnapshot (graph-repo.ts) answers over whole clusters (graph-state.test.ts).
  */
 import type { KeyValueStore } from '../../stream/store.js';
@@ -134,6 +135,11 @@ const kindOfKey = (key: string): GraphKind | undefined => KIND_OF_TAG.get(key[0]
 export const clusterStoreKey = (clusterId: string): string => `${CLUSTER_TAG}${SEP}${clusterId}`;
 export const clickListStoreKey = (clusterId: string): string => `${CLICKS_TAG}${SEP}${clusterId}`;
 
+export interface NodeSighting {
+  readonly node_id: string;
+  readonly last_seen_at: number;
+}
+
 /** What a batch changed in the graph, for the queryable tables (one record per graph and batch). */
 export interface GraphChanges {
   readonly workspace_id: string;
@@ -142,6 +148,8 @@ export interface GraphChanges {
   readonly merges: ReadonlyArray<{ readonly from: string; readonly into: string }>;
   /** The nodes the batch changed, with their cluster after the batch. */
   readonly nodes: readonly NodeRow[];
+  /** Nodes whose only change is a later sighting (their store entry was not rewritten): when they were last seen. */
+  readonly sightings: readonly NodeSighting[];
   readonly edges: readonly EdgeRow[];
   /** Consent withdrawals, by the cluster (after the batch) they apply to. */
   readonly withdrawals: ReadonlyArray<{ readonly cluster_id: string; readonly ad_storage_withdrawn_at: number | null; readonly ad_user_data_withdrawn_at: number | null }>;
@@ -550,17 +558,22 @@ export class GraphState implements ClusterReader {
   }
 
   private changes(): GraphChanges[] {
-    const byGraph = new Map<string, { scope: GraphScope; merges: GraphChanges['merges'][number][]; nodes: NodeRow[]; edges: EdgeRow[]; withdrawals: GraphChanges['withdrawals'][number][]; erased_clusters: string[]; erased_node_ids: string[] }>();
+    const byGraph = new Map<string, { scope: GraphScope; merges: GraphChanges['merges'][number][]; nodes: NodeRow[]; sightings: NodeSighting[]; edges: EdgeRow[]; withdrawals: GraphChanges['withdrawals'][number][]; erased_clusters: string[]; erased_node_ids: string[] }>();
     const of = (scope: GraphScope) => {
       const k = `${scope.workspaceId}\n${scope.keyMode}`;
       let g = byGraph.get(k);
-      if (!g) byGraph.set(k, (g = { scope, merges: [], nodes: [], edges: [], withdrawals: [], erased_clusters: [], erased_node_ids: [] }));
+      if (!g) byGraph.set(k, (g = { scope, merges: [], nodes: [], sightings: [], edges: [], withdrawals: [], erased_clusters: [], erased_node_ids: [] }));
       return g;
     };
     for (const m of this.merges) of(m.scope).merges.push({ from: m.from, into: m.into });
     for (const [key, t] of this.dirtyNodes) {
       const s = this.nodes.get(key);
       if (!s || !t.node) continue;
+      // Its cluster, first sighting and page data are as the row has them: only the time moves (the member's, see link).
+      if (this.unwritten.has(key)) {
+        of(t.scope).sightings.push({ node_id: nodeIdOfKey(key), last_seen_at: s.last_seen_at });
+        continue;
+      }
       const cluster = (KIND_RULES[t.node.kind].merges ? this.root(s.cluster) : s.cluster) ?? s.cluster;
       const c = this.clusters.get(cluster);
       of(t.scope).nodes.push({
@@ -592,6 +605,7 @@ export class GraphState implements ClusterReader {
       key_mode: g.scope.keyMode,
       merges: g.merges,
       nodes: g.nodes,
+      sightings: g.sightings,
       edges: g.edges,
       withdrawals: g.withdrawals,
       erased_clusters: g.erased_clusters,
