@@ -105,12 +105,13 @@ export const outboxStep: ErasureStep = {
 export const deadLettersStep: ErasureStep = {
   store: 'dead_letters',
   async run(tx, s) {
-    const letterMatches = `(${envelopeMatches("value->'value'")} OR ${recordMatches("value->'record'")} OR ${recordMatches("value->'value'->'record'")})`;
-    const listed = await count(tx, `DELETE FROM dead_letters WHERE workspace_id = $1 AND ${letterMatches} RETURNING id`, params(s));
+    const letterMatches = (value: string) =>
+      `(${envelopeMatches(`${value}->'value'`)} OR ${recordMatches(`${value}->'record'`)} OR ${recordMatches(`${value}->'value'->'record'`)})`;
+    const listed = await count(tx, `DELETE FROM dead_letters WHERE workspace_id = $1 AND ${letterMatches('value')} RETURNING id`, params(s));
     const logged = await count(
       tx,
       `DELETE FROM log_records WHERE topic = ANY($10::text[])
-         AND COALESCE(value->>'workspace_id', value->'value'->>'workspace_id') = $1 AND ${letterMatches}
+         AND COALESCE(value->>'workspace_id', value->'value'->>'workspace_id') = $1 AND ${letterMatches('(value::jsonb)')}
        RETURNING "offset"`,
       [...params(s), [Topics.eventsDlq, Topics.conversionsDlq]],
     );
@@ -131,8 +132,8 @@ export const eventLogStep: ErasureStep = {
     const envelopes = await count(
       tx,
       `DELETE FROM log_records WHERE value->>'workspace_id' = $1 AND (
-         (topic = ANY($10::text[]) AND (value->>'received_at')::float8 <= $11 AND ${envelopeMatches('value')})
-         OR (topic = $12 AND ${recordMatches("value->'record'")}))
+         (topic = ANY($10::text[]) AND (value->>'received_at')::float8 <= $11 AND ${envelopeMatches('(value::jsonb)')})
+         OR (topic = $12 AND ${recordMatches("(value::jsonb)->'record'")}))
        RETURNING "offset"`,
       [...params(s), [Topics.eventsRaw, Topics.eventsDeduped], s.requestedAt, Topics.conversionsReady],
     );
@@ -140,8 +141,8 @@ export const eventLogStep: ErasureStep = {
       tx,
       `DELETE FROM log_records l WHERE l.topic = $2 AND l.value->>'workspace_id' = $1
          AND l."offset" <= COALESCE((SELECT c."offset" FROM consumer_offsets c WHERE c.group_id = $3 AND c.topic = $2), 0)
-         AND (EXISTS (SELECT 1 FROM jsonb_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
-              OR EXISTS (SELECT 1 FROM jsonb_array_elements(COALESCE(l.value->'sightings', '[]'::jsonb)) AS n(row) WHERE n.row->>'node_id' = ANY($5::text[])))
+         AND (EXISTS (SELECT 1 FROM json_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
+              OR EXISTS (SELECT 1 FROM json_array_elements(COALESCE(l.value->'sightings', '[]'::json)) AS n(row) WHERE n.row->>'node_id' = ANY($5::text[])))
        RETURNING l."offset"`,
       [
         s.workspaceId,

@@ -51,7 +51,7 @@ export async function appendInTransaction(
     // NOTE: ONE JSON text of [key, value] pairs, not two array parameters, which PGlite escapes element by element
     // and parses back. ORDINALITY keeps the offsets in the order of `records`.
     await tx.query(
-      'INSERT INTO log_records (topic, key, value) SELECT $1, e->>0, e->1 FROM jsonb_array_elements($2::jsonb) WITH ORDINALITY AS t(e, i) ORDER BY i',
+      'INSERT INTO log_records (topic, key, value) SELECT $1, e->>0, e->1 FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, i) ORDER BY i',
       [topic, JSON.stringify(records.map((r) => [r.key, r.value]))],
     );
   }
@@ -179,14 +179,15 @@ export class EmbeddedLog implements EventLogProducer {
 
   /** Records of a topic after an offset, in order. */
   async read<V = unknown>(topic: TopicName, afterOffset: number, limit: number, sql: Sql = this.db): Promise<StoredRecord<V>[]> {
-    const r = await sql.query<{ offset: unknown; key: string; value: V; appended_at: Date | string }>(
-      'SELECT "offset", key, value, appended_at FROM log_records WHERE topic = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3',
+    // The value as text, parsed here: not on the embedded store's thread, and one string to pass from it, not a tree.
+    const r = await sql.query<{ offset: unknown; key: string; value: string; appended_at: Date | string }>(
+      'SELECT "offset", key, value::text AS value, appended_at FROM log_records WHERE topic = $1 AND "offset" > $2 ORDER BY "offset" LIMIT $3',
       [topic, afterOffset, limit],
     );
     return r.rows.map((row) => ({
       offset: toNumber(row.offset),
       key: row.key,
-      value: row.value,
+      value: JSON.parse(row.value) as V,
       appendedAt: new Date(row.appended_at).getTime(),
     }));
   }
