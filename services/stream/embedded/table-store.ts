@@ -78,9 +78,13 @@ export function tableStoreTransaction<S>(sql: Sql, store: string, known?: LRUCac
       }
       if (missing.length === 0) return;
       const unique = [...new Set(missing)];
-      const r = await sql.query<{ key: string; value: S }>('SELECT key, value FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [store, unique]);
+      // As text, parsed here (as the log's records: log.ts).
+      const r = await sql.query<{ key: string; value: string }>('SELECT key, value::text AS value FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [
+        store,
+        unique,
+      ]);
       for (const k of unique) loaded.set(k, undefined);
-      for (const row of r.rows) loaded.set(row.key, row.value);
+      for (const row of r.rows) loaded.set(row.key, JSON.parse(row.value) as S);
       if (known) for (const k of unique) known.set(k, { value: loaded.get(k) });
     },
   );
@@ -98,7 +102,7 @@ export async function flushTableStore<S>(sql: Sql, store: string, tx: StoreTrans
     // One JSON text of [key, value] pairs (cheaper than two array parameters on PGlite, see log.ts).
     await sql.query(
       `INSERT INTO state_store (store, key, value, updated_at)
-       SELECT $1, e->>0, e->1, now() FROM jsonb_array_elements($2::jsonb) AS t(e)
+       SELECT $1, e->>0, e->1, now() FROM json_array_elements($2::json) AS t(e)
        ON CONFLICT (store, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
       [store, JSON.stringify(puts)],
     );
