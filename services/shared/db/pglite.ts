@@ -13,10 +13,13 @@ import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
 import { inTransaction, type Db, type QueryResult, type Tx } from './db.js';
 
+/** Statement texts a store's thread prepares by name, at most (the rest run unnamed). */
+export const MAX_NAMED_STATEMENTS = 256;
+
 /** The worker's code (CommonJS, run with `eval`: the same in the compiled service and in tests run from source). */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const { PGlite } = require(workerData.pglite);
+const { PGlite, protocol, parse } = require(workerData.pglite);
 const FIELDS = ['code', 'detail', 'hint', 'position', 'severity', 'schema', 'table', 'column', 'constraint', 'where', 'routine'];
 const plain = (e) => {
   const o = { message: e && e.message !== undefined ? e.message : String(e), name: e && e.name };
@@ -28,15 +31,73 @@ pg.waitReady.then(
   () => parentPort.postMessage({ ready: true }),
   (e) => parentPort.postMessage({ ready: false, error: plain(e) }),
 );
-parentPort.on('message', (m) => {
-  if (m.close) {
-    pg.close().then(() => parentPort.postMessage({ id: m.id, rows: [] }), (e) => parentPort.postMessage({ id: m.id, error: plain(e) }));
-    return;
+
+// Statements with parameters run as named prepared statements (as on Postgres, shared/db/postgres.ts): PGlite's
+// query() parses, describes, binds and executes in four calls into the engine, each statement planned anew; a named
+// one is parsed once, then bound, described and executed in one call. At most MAX_NAMED texts get names.
+const serialize = protocol.serialize;
+const MAX_NAMED = ${MAX_NAMED_STATEMENTS};
+/** Text → { name, types } of its parameters, or null: run unnamed (its plan went stale, see below). */
+const named = new Map();
+const joined = (parts) => {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
   }
-  (m.exec ? pg.exec(m.text) : pg.query(m.text, m.params)).then(
-    (r) => parentPort.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
-    (e) => parentPort.postMessage({ id: m.id, error: plain(e) }),
-  );
+  return out;
+};
+async function prepare(text) {
+  const name = 's' + named.size;
+  let messages = [];
+  try {
+    await pg.execProtocol(serialize.parse({ name, text }), { syncToFs: false });
+    messages = (await pg.execProtocol(serialize.describe({ type: 'S', name }), { syncToFs: false })).messages;
+  } finally {
+    await pg.execProtocol(serialize.sync(), { syncToFs: false });
+  }
+  const description = messages.find((x) => x.name === 'parameterDescription');
+  return { name, types: description ? description.dataTypeIDs : [] };
+}
+async function query(text, params, alone) {
+  if (!params || params.length === 0) return pg.query(text, params);
+  let statement = named.get(text);
+  if (statement === undefined) {
+    if (named.size >= MAX_NAMED) return pg.query(text, params);
+    statement = await prepare(text);
+    named.set(text, statement);
+  }
+  if (statement === null) return pg.query(text, params);
+  const values = params.map((v, i) => {
+    if (v === null || v === undefined) return null;
+    const write = pg.serializers[statement.types[i]];
+    return write ? write(v) : v.toString();
+  });
+  try {
+    const r = await pg.execProtocol(joined([serialize.bind({ statement: statement.name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()]));
+    return parse.parseResults(r.messages, pg.parsers)[0];
+  } catch (e) {
+    // DDL that changed the result columns of a prepared statement's tables: the text runs unnamed from now on, and
+    // at once when no transaction of the caller's is open (in one, the transaction fails and its caller retries).
+    if (!(e && e.code === '0A000' && String(e.message).includes('cached plan must not change result type'))) throw e;
+    named.set(text, null);
+    if (!alone) throw e;
+    return pg.query(text, params);
+  }
+}
+
+// One message at a time: a transaction's statements may be sent together (Promise.all), and a prepared statement's
+// messages must not interleave with another's.
+let turn = Promise.resolve();
+parentPort.on('message', (m) => {
+  turn = turn.then(() => {
+    if (m.close) return pg.close().then(() => parentPort.postMessage({ id: m.id, rows: [] }), (e) => parentPort.postMessage({ id: m.id, error: plain(e) }));
+    return (m.exec ? pg.exec(m.text) : query(m.text, m.params, m.alone === true)).then(
+      (r) => parentPort.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
+      (e) => parentPort.postMessage({ id: m.id, error: plain(e) }),
+    );
+  });
 });
 `;
 
@@ -147,11 +208,13 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       worker.postMessage({ ...message, id });
     });
   };
+  /** `alone`: no transaction of the caller's is open (the thread may retry a statement at once). */
+  const run = async <R>(text: string, params: readonly unknown[] | undefined, alone: boolean): Promise<QueryResult<R>> => {
+    const r = await send({ text, params, alone });
+    return { rows: r.rows as R[], affectedRows: r.affectedRows };
+  };
   const raw: Tx = {
-    async query<R>(text: string, params?: readonly unknown[]): Promise<QueryResult<R>> {
-      const r = await send({ text, params });
-      return { rows: r.rows as R[], affectedRows: r.affectedRows };
-    },
+    query: (text, params) => run(text, params, false),
     // PGlite's query() takes one statement; exec() a script of several.
     async exec(script: string): Promise<void> {
       await send({ text: script, exec: true });
@@ -160,7 +223,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const turns = new FairTaskQueue();
   return {
     kind: 'pglite',
-    query: (text, params) => turns.run(() => raw.query(text, params)),
+    query: (text, params) => turns.run(() => run(text, params, true)),
     transaction: (fn, opts) => turns.run(() => inTransaction(raw, fn), opts?.urgent === true),
     close: async () => {
       await turns.run(() => send({ close: true })).catch(() => undefined);
