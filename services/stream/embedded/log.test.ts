@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../shared/db/open.js';
 import { Topics } from '../../shared/topics.js';
 import { NotDurableError } from '../log.js';
-import { EmbeddedLog } from './log.js';
+import { EmbeddedLog, appendInTransaction } from './log.js';
 
 const records = (n: number, tag: string) => Array.from({ length: n }, (_, i) => ({ key: `${tag}-${i}`, value: { tag, i, pad: 'x'.repeat(200) } }));
 
@@ -47,5 +47,62 @@ describe('EmbeddedLog deadlines', () => {
     expect(await count('late')).toBe(0);
     expect(await count('fits')).toBe(10);
     await log.close();
+  });
+});
+
+describe('appendInTransaction', () => {
+  const opened = openDatabase({ inMemory: true });
+  afterAll(async () => (await opened).close());
+
+  it('copies a record passed on unchanged from its row (sameAs), in order with the records it is given whole', async () => {
+    const db = await opened;
+    const log = new EmbeddedLog(db);
+    const raw = records(3, 'copy');
+    await db.transaction((tx) => appendInTransaction(tx, new Map([[Topics.eventsRaw, raw]])));
+    const [a, , c] = await log.read(Topics.eventsRaw, 0, 10);
+    await db.transaction((tx) =>
+      appendInTransaction(
+        tx,
+        new Map([
+          [
+            Topics.eventsDeduped,
+            [
+              { key: 'k-c', value: c!.value, sameAs: { topic: Topics.eventsRaw, offset: c!.offset } },
+              { key: 'k-new', value: { tag: 'copy', whole: true } },
+              { key: 'k-a', value: a!.value, sameAs: { topic: Topics.eventsRaw, offset: a!.offset } },
+            ],
+          ],
+        ]),
+      ),
+    );
+    const out = await log.read(Topics.eventsDeduped, 0, 10);
+    expect(out.map((r) => [r.key, r.value])).toEqual([
+      ['k-c', raw[2]!.value],
+      ['k-new', { tag: 'copy', whole: true }],
+      ['k-a', raw[0]!.value],
+    ]);
+  });
+
+  it('bad input: a copy of a record that is not in the log fails the append, and nothing of it is written', async () => {
+    const db = await opened;
+    const log = new EmbeddedLog(db);
+    const before = (await log.read(Topics.conversionsReady, 0, 10)).length;
+    await expect(
+      db.transaction((tx) =>
+        appendInTransaction(
+          tx,
+          new Map([
+            [
+              Topics.conversionsReady,
+              [
+                { key: 'k-1', value: { whole: 1 } },
+                { key: 'k-2', value: null, sameAs: { topic: Topics.eventsRaw, offset: 999_999 } },
+              ],
+            ],
+          ]),
+        ),
+      ),
+    ).rejects.toThrow(/null value/);
+    expect((await log.read(Topics.conversionsReady, 0, 10)).length).toBe(before);
   });
 });

@@ -37,22 +37,33 @@ function topicLockId(topic: string): number {
 }
 
 /**
+ * A record to append. `sameAs`: its value is that of a record already in the log (a stage's input passed on
+ * unchanged), which the store copies itself: the value is neither sent to it nor parsed again.
+ */
+export interface LogAppend extends ProducedRecord {
+  readonly sameAs?: { readonly topic: TopicName; readonly offset: number };
+}
+
+/**
  * Appends inside an existing transaction (used by stages: outputs commit with their state and offset). Takes the
- * topics' locks in a fixed order so two transactions never deadlock.
+ * topics' locks in a fixed order so two transactions never deadlock. A `sameAs` record must be readable in the same
+ * transaction (a stage's input is: it was read there).
  */
 export async function appendInTransaction(
   tx: Sql,
-  batches: ReadonlyMap<TopicName, readonly ProducedRecord[]>,
+  batches: ReadonlyMap<TopicName, readonly LogAppend[]>,
 ): Promise<void> {
   const topics = [...batches.keys()].filter((t) => batches.get(t)!.length > 0).sort();
   for (const topic of topics) {
     const records = batches.get(topic)!;
     await tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]);
-    // NOTE: ONE JSON text of [key, value] pairs, not two array parameters, which PGlite escapes element by element
-    // and parses back. ORDINALITY keeps the offsets in the order of `records`.
+    // NOTE: ONE JSON text of [key, value] pairs (or [key, 0, topic, offset] for a copy), not array parameters, which
+    // PGlite escapes element by element and parses back. ORDINALITY keeps the offsets in the order of `records`.
     await tx.query(
-      'INSERT INTO log_records (topic, key, value) SELECT $1, e->>0, e->1 FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, i) ORDER BY i',
-      [topic, JSON.stringify(records.map((r) => [r.key, r.value]))],
+      `INSERT INTO log_records (topic, key, value)
+       SELECT $1, e->>0, CASE WHEN e->>2 IS NULL THEN e->1 ELSE (SELECT l.value FROM log_records l WHERE l.topic = e->>2 AND l."offset" = (e->>3)::bigint) END
+       FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, i) ORDER BY i`,
+      [topic, JSON.stringify(records.map((r) => (r.sameAs ? [r.key, 0, r.sameAs.topic, r.sameAs.offset] : [r.key, r.value])))],
     );
   }
 }

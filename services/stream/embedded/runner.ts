@@ -12,9 +12,8 @@ import { consumerLag, stageBatchDuration, countStageRecords, stateStorePurged } 
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
 import { processWithPolicy } from '../error-policy.js';
-import type { ProducedRecord } from '../log.js';
 import { NoStore } from '../store.js';
-import { appendInTransaction, type EmbeddedLog, type StoredRecord } from './log.js';
+import { appendInTransaction, type EmbeddedLog, type LogAppend, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
 import { flushTableStore, purgeStoreRetention, TableStoreCache } from './table-store.js';
@@ -172,16 +171,18 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     };
   }
 
-  private outputsOf(records: readonly InputRecord<V>[], outcomes: readonly Outcome[], emitted: readonly OutputRecord[]): Map<TopicName, ProducedRecord[]> {
-    const outputs = new Map<TopicName, ProducedRecord[]>();
-    const push = (topic: TopicName, r: ProducedRecord): void => {
+  private outputsOf(records: readonly InputRecord<V>[], outcomes: readonly Outcome[], emitted: readonly OutputRecord[]): Map<TopicName, LogAppend[]> {
+    const outputs = new Map<TopicName, LogAppend[]>();
+    const push = (topic: TopicName, r: LogAppend): void => {
       const list = outputs.get(topic);
       if (list) list.push(r);
       else outputs.set(topic, [r]);
     };
     outcomes.forEach((o, i) => {
       const record = records[i]!;
-      if (o.type === 'ok') for (const out of o.outputs) push(out.topic, { key: out.key, value: out.value });
+      // An input passed on unchanged (dedupe; contract.ts: never mutated) is copied by the store from its own row.
+      const sameAs = { topic: this.processor.input, offset: Number(record.offset) };
+      if (o.type === 'ok') for (const out of o.outputs) push(out.topic, out.value === record.value ? { key: out.key, value: out.value, sameAs } : { key: out.key, value: out.value });
       else if (o.type === 'dlq') push(Topics.eventsDlq, { key: record.key, value: deadLetterOf(this.processor.name, record, record.value, o, this.now()) });
     });
     for (const out of emitted) push(out.topic, { key: out.key, value: out.value });
