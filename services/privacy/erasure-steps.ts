@@ -49,7 +49,7 @@ function matchParams(nodes: readonly GraphNode[]) {
 
 /**
  * A platform record (forwarded or queued) that carries one of the person's identifiers. Parameters $2..$5. `col` is a
- * jsonb expression: the tables that keep records as json (migration 0016) pass theirs cast.
+ * jsonb expression: the tables that keep records as json (migration 0016; the log on PGlite, 0020) pass theirs cast.
  */
 const recordMatches = (col: string): string =>
   `(COALESCE(${col}->'user'->'email', '[]'::jsonb) ?| $2::text[] OR COALESCE(${col}->'user'->'phone', '[]'::jsonb) ?| $3::text[]
@@ -141,8 +141,8 @@ export const eventLogStep: ErasureStep = {
       tx,
       `DELETE FROM log_records l WHERE l.topic = $2 AND l.value->>'workspace_id' = $1
          AND l."offset" <= COALESCE((SELECT c."offset" FROM consumer_offsets c WHERE c.group_id = $3 AND c.topic = $2), 0)
-         AND (EXISTS (SELECT 1 FROM json_array_elements(l.value->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
-              OR EXISTS (SELECT 1 FROM json_array_elements(COALESCE(l.value->'sightings', '[]'::json)) AS n(row) WHERE n.row->>'node_id' = ANY($5::text[])))
+         AND (EXISTS (SELECT 1 FROM jsonb_array_elements((l.value::jsonb)->'nodes') AS n(row) WHERE (n.row->>'kind') || E'\\n' || (n.row->>'value') = ANY($4::text[]))
+              OR EXISTS (SELECT 1 FROM jsonb_array_elements(COALESCE((l.value::jsonb)->'sightings', '[]'::jsonb)) AS n(row) WHERE n.row->>'node_id' = ANY($5::text[])))
        RETURNING l."offset"`,
       [
         s.workspaceId,

@@ -110,6 +110,20 @@ export function migrationCases(store: MigrationStore): void {
       expect(await migrate(db, { dir })).toEqual([]);
     });
 
+    it("0020: the log's and the stages' state values are json on the embedded store, and stay jsonb on Postgres", async () => {
+      const { db, dir } = await setUp();
+      await migrate(db, { dir });
+      const types = await db.query<{ table_name: string; data_type: string }>(
+        `SELECT table_name, data_type FROM information_schema.columns
+         WHERE table_schema = current_schema() AND column_name = 'value' AND table_name IN ('log_records', 'state_store') ORDER BY table_name`,
+      );
+      const expected = db.kind === 'pglite' ? 'json' : 'jsonb';
+      expect(types.rows).toEqual([
+        { table_name: 'log_records', data_type: expected },
+        { table_name: 'state_store', data_type: expected },
+      ]);
+    });
+
     it('lets two replicas migrate the same database at once: every file applied once, by one of them', async () => {
       const { db, dir, names, second } = await setUp();
       const other = await second();

@@ -2,7 +2,8 @@
  * The graph sink: a stage that writes what enrich's batches changed in the identity graph (identity.graph-changes)
  * to the queryable tables identity_nodes and identity_edges, off enrich's hot path and in bulk: per batch of change
  * records, one relabel statement for the merges, one upsert of the nodes, one update of the sightings (nodes seen
- * again with nothing else new: last_seen_at alone), one update for consent withdrawals and one upsert of the edges. Erasures cut the batch, so rows written after an erasure are never deleted by it.
+ * again with nothing else new: last_seen_at alone), one update for consent withdrawals and one upsert of the edges.
+ * Erasures cut the batch, so rows written after an erasure are never deleted by it.
  * Every write describes the graph as it is after the change, so a batch applied twice leaves the same rows.
  * How far the tables trail the graph: identity_graph_sink_delay_seconds, and the stage's consumer lag.
  */

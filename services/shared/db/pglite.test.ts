@@ -121,6 +121,19 @@ describe('statements with parameters on the embedded store (named, prepared once
     expect((await db.query(SELECT, [[2]])).rows).toEqual([{ a: 2, b: 'two' }]);
   });
 
+  it('a statement prepared in a transaction that rolled back still runs', async () => {
+    const db = await opened;
+    const insert = 'INSERT INTO prepared_t (a, b) VALUES ($1, $2)';
+    await expect(
+      db.transaction(async (tx) => {
+        await tx.query(insert, [10, 'ten']);
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    await db.transaction((tx) => tx.query(insert, [11, 'eleven']));
+    expect((await db.query(SELECT, [[10, 11]])).rows).toEqual([{ a: 11, b: 'eleven' }]);
+  });
+
   it('a `SELECT *` prepared before a migration added a column answers with it: at once alone, after one failure in a transaction', async () => {
     const db = await opened;
     await db.query('CREATE TABLE prepared_star (a int PRIMARY KEY, b text)');

@@ -39,6 +39,8 @@ const serialize = protocol.serialize;
 const MAX_NAMED = ${MAX_NAMED_STATEMENTS};
 /** Text → { name, types } of its parameters, or null: run unnamed (its plan went stale, see below). */
 const named = new Map();
+/** Names are never reused: a parse that succeeded before a failed describe leaves its name taken. */
+let serial = 0;
 const joined = (parts) => {
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
@@ -49,7 +51,7 @@ const joined = (parts) => {
   return out;
 };
 async function prepare(text) {
-  const name = 's' + named.size;
+  const name = 's' + serial++;
   let messages = [];
   try {
     await pg.execProtocol(serialize.parse({ name, text }), { syncToFs: false });

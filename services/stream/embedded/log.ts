@@ -58,10 +58,11 @@ export async function appendInTransaction(
     const records = batches.get(topic)!;
     await tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]);
     // NOTE: ONE JSON text of [key, value] pairs (or [key, 0, topic, offset] for a copy), not array parameters, which
-    // PGlite escapes element by element and parses back. ORDINALITY keeps the offsets in the order of `records`.
+    // PGlite escapes element by element and parses back. ORDINALITY keeps the offsets in the order of `records`. The
+    // value column is json on PGlite and jsonb on Postgres (migration 0020): json goes into both.
     await tx.query(
       `INSERT INTO log_records (topic, key, value)
-       SELECT $1, e->>0, CASE WHEN e->>2 IS NULL THEN e->1 ELSE (SELECT l.value FROM log_records l WHERE l.topic = e->>2 AND l."offset" = (e->>3)::bigint) END
+       SELECT $1, e->>0, CASE WHEN e->>2 IS NULL THEN e->1 ELSE (SELECT l.value::json FROM log_records l WHERE l.topic = e->>2 AND l."offset" = (e->>3)::bigint) END
        FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, i) ORDER BY i`,
       [topic, JSON.stringify(records.map((r) => (r.sameAs ? [r.key, 0, r.sameAs.topic, r.sameAs.offset] : [r.key, r.value])))],
     );
