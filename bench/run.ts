@@ -16,7 +16,7 @@ import { benchGraphMemory } from './graph-memory.js';
 import { benchEnrichGraph } from './enrich-graph.js';
 import { EVENTS_PER_REQUEST, benchGateway, measureBaseline, type Measured } from './gateway.js';
 import { kafkaEnv, stopPrivateBroker } from './lib/infra.js';
-import { hasTaskset } from './lib/proc.js';
+import { hasTaskset, removeServiceDataDirs } from './lib/proc.js';
 import { SERVICE_KAFKA_CLIENTS, gitSha, round, updateReadme, writeResult, type BenchResult } from './lib/results.js';
 import { benchKafkaClient } from './kafka-client.js';
 import { benchOverload } from './overload.js';
@@ -104,6 +104,8 @@ async function attempt(name: string, fn: () => Promise<void>): Promise<void> {
   } catch (err) {
     failed.push(name);
     log(`${name}: FAILED: ${(err as Error).stack ?? String(err)}`);
+  } finally {
+    removeServiceDataDirs();
   }
 }
 

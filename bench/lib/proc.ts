@@ -99,9 +99,19 @@ export interface ServiceStart {
   readonly readyTimeoutMs?: number;
 }
 
+/** Data directories startServiceChild made (an embedded pipeline run's store takes ~1 GB), until removeServiceDataDirs. */
+const madeDataDirs = new Set<string>();
+
+/** Removes the data directories startServiceChild made: bench/run.ts, after each benchmark (its services have stopped). */
+export function removeServiceDataDirs(): void {
+  for (const dir of madeDataDirs) rmSync(dir, { recursive: true, force: true });
+  madeDataDirs.clear();
+}
+
 export async function startServiceChild(opts: ServiceStart): Promise<ServiceChild> {
   const [port, metricsPort] = (await freePorts(2)) as [number, number];
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'bench-svc-'));
+  let dataDir = opts.dataDir;
+  if (dataDir === undefined) madeDataDirs.add((dataDir = mkdtempSync(join(tmpdir(), 'bench-svc-'))));
   const env: Record<string, string> = {
     PORT: String(port),
     HOST: '127.0.0.1',
