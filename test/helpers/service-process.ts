@@ -3,9 +3,10 @@
  * operator runs it, and talks to it over HTTP. Used by e2e and reliability tests (kill -9, restarts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { afterAll } from 'vitest';
 import { freePorts } from '../sandbox/ports.js';
 
 export const REPO_ROOT = resolve(import.meta.dirname, '..', '..');
@@ -32,9 +33,21 @@ export interface StartOptions {
   readonly readyTimeoutMs?: number;
 }
 
+/**
+ * Data directories startServiceProcess made, removed after the importing file's tests (this hook, registered when the
+ * file imports the helper, runs after the file's own): a test may start a service again on one after stopping it
+ * (the crash tests), and a pipeline's store takes up to ~1 GB.
+ */
+const madeDataDirs = new Set<string>();
+afterAll(() => {
+  for (const dir of madeDataDirs) rmSync(dir, { recursive: true, force: true });
+  madeDataDirs.clear();
+});
+
 export async function startServiceProcess(opts: StartOptions = {}): Promise<ServiceProcess> {
   const [port, metricsPort] = (await freePorts(2)) as [number, number];
-  const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'evsvc-'));
+  let dataDir = opts.dataDir;
+  if (dataDir === undefined) madeDataDirs.add((dataDir = mkdtempSync(join(tmpdir(), 'evsvc-'))));
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/tmp',
