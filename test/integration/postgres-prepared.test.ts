@@ -1,11 +1,13 @@
 /**
  * Statements with parameters run as named prepared statements on Postgres (services/shared/db/postgres.ts): parsed
- * once per connection, answering the same as unnamed ones through a table's DDL, a failed statement and a rollback.
+ * once per connection, answering the same as unnamed ones through a table's DDL, a failed statement and a rollback
+ * (the cases PGlite shares in test/helpers/prepared-cases.ts, and those of Postgres's connections).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../../services/shared/db/db.js';
 import { openPostgres } from '../../services/shared/db/postgres.js';
 import { freshDatabase, infraEnv } from '../helpers/infra.js';
+import { preparedStatementCases } from '../helpers/prepared-cases.js';
 
 let database: { url: string; db: Db; drop(): Promise<void> };
 let db: Db;
@@ -24,14 +26,7 @@ afterAll(async () => {
 const SELECT = 'SELECT a, b FROM prepared_t WHERE a = ANY($1::int[]) ORDER BY a';
 
 describe('prepared statements on Postgres', () => {
-  it('prepares a statement with parameters once per connection, and answers as before', async () => {
-    const prepared = await db.transaction(async (sql) => {
-      for (let i = 0; i < 3; i++) expect((await sql.query(SELECT, [[1, 2]])).rows).toEqual([{ a: 1, b: 'one' }, { a: 2, b: 'two' }]);
-      // Without parameters: unnamed, so this lists what the connection has prepared.
-      return (await sql.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map((r) => r.statement);
-    });
-    expect(prepared.filter((s) => s === SELECT)).toHaveLength(1);
-  });
+  preparedStatementCases(() => db);
 
   it('answers through DDL on the table it reads: a column added, the table dropped and created again', async () => {
     await db.transaction(async (sql) => {
@@ -43,24 +38,6 @@ describe('prepared statements on Postgres', () => {
       await sql.query("INSERT INTO prepared_t VALUES (2, 'deux')");
       expect((await sql.query(SELECT, [[2]])).rows).toEqual([{ a: 2, b: 'deux' }]);
     });
-  });
-
-  it('bad input: a statement that fails to parse fails again the same way, and the connection goes on', async () => {
-    const broken = 'SELEC a FROM prepared_t WHERE a = $1';
-    for (let i = 0; i < 2; i++) await expect(db.transaction((sql) => sql.query(broken, [1]))).rejects.toThrow(/syntax error/);
-    expect((await db.query(SELECT, [[2]])).rows).toHaveLength(1);
-  });
-
-  it('a statement prepared in a transaction that rolled back still runs', async () => {
-    const insert = 'INSERT INTO prepared_t (a, b) VALUES ($1, $2)';
-    await expect(
-      db.transaction(async (sql) => {
-        await sql.query(insert, [10, 'ten']);
-        throw new Error('rolled back');
-      }),
-    ).rejects.toThrow('rolled back');
-    await db.transaction((sql) => sql.query(insert, [11, 'eleven']));
-    expect((await db.query(SELECT, [[10, 11]])).rows).toEqual([{ a: 11, b: 'eleven' }]);
   });
 
   it("a `SELECT *` prepared before another replica's migration added a column answers with it, not an error", async () => {

@@ -2,9 +2,12 @@
  * The embedded store's turns: the gateway's appends (urgent) go before waiting stage batches, and a batch
  * is never passed over for longer than the fairness bound.
  */
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from './open.js';
-import { FairTaskQueue, MAX_NAMED_STATEMENTS } from './pglite.js';
+import { preparedStatementCases } from '../../../test/helpers/prepared-cases.js';
+import type { Db } from './db.js';
+import { FairTaskQueue } from './pglite.js';
+import { StatementNames } from './prepared-statements.js';
 
 function gate(): { promise: Promise<void>; open: () => void } {
   let open!: () => void;
@@ -88,54 +91,32 @@ describe('the embedded store', () => {
 });
 
 describe('statements with parameters on the embedded store (named, prepared once)', () => {
-  const opened = openDatabase({ inMemory: true });
-  afterAll(async () => (await opened).close());
-  const SELECT = 'SELECT a, b FROM prepared_t WHERE a = ANY($1::int[]) ORDER BY a';
-
-  it('prepares a text once and answers as an unnamed statement would, parameters of every type included', async () => {
-    const db = await opened;
+  let db: Db;
+  beforeAll(async () => {
+    db = await openDatabase({ inMemory: true });
     await db.query('CREATE TABLE prepared_t (a int PRIMARY KEY, b text, at timestamptz, doc json)');
     await db.query("INSERT INTO prepared_t (a, b) VALUES (1, 'one'), (2, 'two')");
-    for (let i = 0; i < 3; i++) expect((await db.query(SELECT, [[1, 2]])).rows).toEqual([{ a: 1, b: 'one' }, { a: 2, b: 'two' }]);
-    const prepared = (await db.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows.map((r) => r.statement);
-    expect(prepared.filter((s) => s === SELECT)).toHaveLength(1);
+  });
+  afterAll(async () => db?.close());
+
+  preparedStatementCases(() => db);
+
+  it('parameters of every type are written and read as an unnamed statement would', async () => {
     const at = new Date('2026-11-28T10:00:00.123Z');
     const insert = await db.query('INSERT INTO prepared_t (a, b, at, doc) VALUES ($1, $2, $3, $4), ($5, $6, $7, $8)', [3, null, at, JSON.stringify({ k: [1] }), 4, undefined, null, null]);
     expect(insert.affectedRows).toBe(2);
-    expect((await db.query('SELECT a, b, at, doc FROM prepared_t WHERE a >= $1 ORDER BY a', [3])).rows).toEqual([
+    expect((await db.query('SELECT a, b, at, doc FROM prepared_t WHERE a BETWEEN $1 AND 4 ORDER BY a', [3])).rows).toEqual([
       { a: 3, b: null, at, doc: { k: [1] } },
       { a: 4, b: null, at: null, doc: null },
     ]);
   });
 
   it("a transaction's statements sent together are answered each as its own", async () => {
-    const db = await opened;
     const answers = await db.transaction((tx) => Promise.all([1, 2, 1, 2].map((a) => tx.query<{ b: string }>('SELECT b FROM prepared_t WHERE a = $1', [a]))));
     expect(answers.map((r) => r.rows[0]!.b)).toEqual(['one', 'two', 'one', 'two']);
   });
 
-  it('bad input: a text that fails to parse fails again the same way, and the store goes on', async () => {
-    const db = await opened;
-    for (let i = 0; i < 2; i++) await expect(db.query('SELEC a FROM prepared_t WHERE a = $1', [1])).rejects.toThrow(/syntax error/);
-    await expect(db.query('SELECT a FROM prepared_t WHERE a = $1', ['not a number'])).rejects.toThrow(/invalid input syntax/);
-    expect((await db.query(SELECT, [[2]])).rows).toEqual([{ a: 2, b: 'two' }]);
-  });
-
-  it('a statement prepared in a transaction that rolled back still runs', async () => {
-    const db = await opened;
-    const insert = 'INSERT INTO prepared_t (a, b) VALUES ($1, $2)';
-    await expect(
-      db.transaction(async (tx) => {
-        await tx.query(insert, [10, 'ten']);
-        throw new Error('rolled back');
-      }),
-    ).rejects.toThrow('rolled back');
-    await db.transaction((tx) => tx.query(insert, [11, 'eleven']));
-    expect((await db.query(SELECT, [[10, 11]])).rows).toEqual([{ a: 11, b: 'eleven' }]);
-  });
-
   it('a `SELECT *` prepared before a migration added a column answers with it: at once alone, after one failure in a transaction', async () => {
-    const db = await opened;
     await db.query('CREATE TABLE prepared_star (a int PRIMARY KEY, b text)');
     await db.query("INSERT INTO prepared_star VALUES (1, 'one')");
     const star = 'SELECT * FROM prepared_star WHERE a = $1';
@@ -150,12 +131,11 @@ describe('statements with parameters on the embedded store (named, prepared once
     expect((await db.transaction((tx) => tx.query(inTx, [1]))).rows).toEqual([{ a: 1, b: 'one', c: 'new', d: 'newer' }]);
   });
 
-  it(`more than ${MAX_NAMED_STATEMENTS} texts: the rest run unnamed and answer the same`, async () => {
-    const db = await opened;
-    for (let i = 0; i < MAX_NAMED_STATEMENTS + 20; i++) {
+  it(`more than ${StatementNames.MAX_NAMED} texts: the rest run unnamed and answer the same`, async () => {
+    for (let i = 0; i < StatementNames.MAX_NAMED + 20; i++) {
       expect((await db.query<{ n: number }>(`SELECT $1::int + ${i} AS n`, [1])).rows).toEqual([{ n: 1 + i }]);
     }
     const named = (await db.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_prepared_statements')).rows[0]!.n;
-    expect(named).toBeLessThanOrEqual(MAX_NAMED_STATEMENTS);
+    expect(named).toBeLessThanOrEqual(StatementNames.MAX_NAMED);
   });
 });

@@ -9,99 +9,10 @@
  * COMMIT or ROLLBACK, and a query outside a transaction waits for it (as PGlite's own transaction() does).
  */
 import { mkdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
+import { extname } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { inTransaction, type Db, type QueryResult, type Tx } from './db.js';
-
-/** Statement texts a store's thread prepares by name, at most (the rest run unnamed). */
-export const MAX_NAMED_STATEMENTS = 256;
-
-/** The worker's code (CommonJS, run with `eval`: the same in the compiled service and in tests run from source). */
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const { PGlite, protocol, parse } = require(workerData.pglite);
-const FIELDS = ['code', 'detail', 'hint', 'position', 'severity', 'schema', 'table', 'column', 'constraint', 'where', 'routine'];
-const plain = (e) => {
-  const o = { message: e && e.message !== undefined ? e.message : String(e), name: e && e.name };
-  for (const k of FIELDS) if (e && e[k] !== undefined) o[k] = e[k];
-  return o;
-};
-const pg = new PGlite(workerData.dataDir);
-pg.waitReady.then(
-  () => parentPort.postMessage({ ready: true }),
-  (e) => parentPort.postMessage({ ready: false, error: plain(e) }),
-);
-
-// Statements with parameters run as named prepared statements (as on Postgres, shared/db/postgres.ts): PGlite's
-// query() parses, describes, binds and executes in four calls into the engine, each statement planned anew; a named
-// one is parsed once, then bound, described and executed in one call. At most MAX_NAMED texts get names.
-const serialize = protocol.serialize;
-const MAX_NAMED = ${MAX_NAMED_STATEMENTS};
-/** Text → { name, types } of its parameters, or null: run unnamed (its plan went stale, see below). */
-const named = new Map();
-/** Names are never reused: a parse that succeeded before a failed describe leaves its name taken. */
-let serial = 0;
-const joined = (parts) => {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-};
-async function prepare(text) {
-  const name = 's' + serial++;
-  let messages = [];
-  try {
-    await pg.execProtocol(serialize.parse({ name, text }), { syncToFs: false });
-    messages = (await pg.execProtocol(serialize.describe({ type: 'S', name }), { syncToFs: false })).messages;
-  } finally {
-    await pg.execProtocol(serialize.sync(), { syncToFs: false });
-  }
-  const description = messages.find((x) => x.name === 'parameterDescription');
-  return { name, types: description ? description.dataTypeIDs : [] };
-}
-async function query(text, params, alone) {
-  if (!params || params.length === 0) return pg.query(text, params);
-  let statement = named.get(text);
-  if (statement === undefined) {
-    if (named.size >= MAX_NAMED) return pg.query(text, params);
-    statement = await prepare(text);
-    named.set(text, statement);
-  }
-  if (statement === null) return pg.query(text, params);
-  const values = params.map((v, i) => {
-    if (v === null || v === undefined) return null;
-    const write = pg.serializers[statement.types[i]];
-    return write ? write(v) : v.toString();
-  });
-  try {
-    const r = await pg.execProtocol(joined([serialize.bind({ statement: statement.name, values }), serialize.describe({ type: 'P' }), serialize.execute({}), serialize.sync()]));
-    return parse.parseResults(r.messages, pg.parsers)[0];
-  } catch (e) {
-    // DDL that changed the result columns of a prepared statement's tables: the text runs unnamed from now on, and
-    // at once when no transaction of the caller's is open (in one, the transaction fails and its caller retries).
-    if (!(e && e.code === '0A000' && String(e.message).includes('cached plan must not change result type'))) throw e;
-    named.set(text, null);
-    if (!alone) throw e;
-    return pg.query(text, params);
-  }
-}
-
-// One message at a time: a transaction's statements may be sent together (Promise.all), and a prepared statement's
-// messages must not interleave with another's.
-let turn = Promise.resolve();
-parentPort.on('message', (m) => {
-  turn = turn.then(() => {
-    if (m.close) return pg.close().then(() => parentPort.postMessage({ id: m.id, rows: [] }), (e) => parentPort.postMessage({ id: m.id, error: plain(e) }));
-    return (m.exec ? pg.exec(m.text) : query(m.text, m.params, m.alone === true)).then(
-      (r) => parentPort.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
-      (e) => parentPort.postMessage({ id: m.id, error: plain(e) }),
-    );
-  });
-});
-`;
 
 interface Reply {
   readonly id?: number;
@@ -160,10 +71,8 @@ export class FairTaskQueue {
 /** Opens the embedded store. dataDir undefined = in memory (tests). */
 export async function openPglite(dataDir: string | undefined): Promise<Db> {
   if (dataDir) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  const worker = new Worker(WORKER_SOURCE, {
-    eval: true,
-    workerData: { dataDir, pglite: createRequire(import.meta.url).resolve('@electric-sql/pglite') },
-  });
+  // The thread's module beside this one: .js in dist/, .ts when tests run from source (Node strips its types).
+  const worker = new Worker(new URL(`./pglite-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url), { workerData: { dataDir } });
   const pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 0;
   let gone: Error | undefined;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { StatementNames } from './postgres.js';
+import { planResultChanged, StatementNames } from './prepared-statements.js';
 
 describe('StatementNames', () => {
   it('names a text the same every time, and different texts differently', () => {
@@ -24,5 +24,15 @@ describe('StatementNames', () => {
     names.forget('SELECT * FROM t WHERE a = $1');
     expect(names.of('SELECT * FROM t WHERE a = $1')).toBeUndefined();
     expect(names.of('SELECT $1::int')).toBe(kept);
+  });
+});
+
+describe('planResultChanged', () => {
+  it("is Postgres's refusal of a stale plan, and nothing else with its code", () => {
+    expect(planResultChanged({ code: '0A000', message: 'cached plan must not change result type' })).toBe(true);
+    expect(planResultChanged({ code: '0A000', message: 'feature not supported' })).toBe(false);
+    expect(planResultChanged({ code: '42P01', message: 'cached plan must not change result type' })).toBe(false);
+    expect(planResultChanged(null)).toBe(false);
+    expect(planResultChanged(new Error('x'))).toBe(false);
   });
 });
