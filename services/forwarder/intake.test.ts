@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Topics } from '../shared/topics.js';
 import { INTAKE_GROUP } from './intake.js';
-import { conversionProblem, planIntake } from './outbox-filing.js';
+import { conversionProblem, planIntake, SENT_LOOKUP } from './outbox-filing.js';
 import { forwardedConversions } from './metrics.js';
 import type { ConversionDeadLetter } from './outbox-repo.js';
 import { conversion, eventually, startRig, type ForwarderRig } from '../../test/helpers/forwarder-rig.js';
@@ -57,6 +57,22 @@ describe('ConversionIntake', () => {
   beforeEach(() => forwardedConversions.reset());
   const count = async (_ws: string, outcome: string, code: string) =>
     (await forwardedConversions.get()).values.find((v) => v.labels.outcome === outcome && v.labels.code === code)?.value ?? 0;
+
+  it("looks each conversion up in the sent ledger by its key, whatever the ledger's size and statistics", async () => {
+    // PGlite never analyses the ledger on its own: a join planned without statistics hashed all of it every batch.
+    await rig.db.query("INSERT INTO forward_sent (workspace_id, event_id) SELECT 'ws_ledger', 'e' || i FROM generate_series(1, 20000) AS i");
+    const ids = Array.from({ length: 200 }, (_, i) => `e${i * 50}`);
+    const plan = (await rig.db.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${SENT_LOOKUP}`, [ids.map(() => 'ws_ledger'), ids, null])).rows
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
+    expect(plan).toMatch(/Index Only Scan using forward_sent_pkey/);
+    expect(plan).not.toMatch(/Seq Scan on forward_sent|Hash/);
+    const found = await rig.db.query<{ event_id: string }>(SENT_LOOKUP, [ids.map(() => 'ws_ledger'), ids, null]);
+    expect(found.rows.map((r) => r.event_id).sort()).toEqual(ids.slice(1).sort());
+    const since = await rig.db.query(SENT_LOOKUP, [ids.map(() => 'ws_ledger'), ids, Date.now() + 60_000]);
+    expect(since.rows).toEqual([]);
+    await rig.db.query("DELETE FROM forward_sent WHERE workspace_id = 'ws_ledger'");
+  });
 
   it('files conversions per connection state and commits the offset with them', async () => {
     const never = await rig.workspace();

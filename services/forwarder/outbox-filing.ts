@@ -70,6 +70,19 @@ export interface IntakeItem {
   readonly undecodable?: string;
 }
 
+/**
+ * Which of the conversions ($1 workspaces, $2 ledger ids) the sent ledger holds (sent since $3, ms, when not null):
+ * one primary-key lookup per conversion, whatever the planner knows of the ledger. As a join, a ledger without
+ * statistics (PGlite has no autovacuum) was hashed whole at every batch, a cost that grew with every conversion sent;
+ * LIMIT 1 keeps the planner from turning the lateral lookup back into that join.
+ */
+export const SENT_LOOKUP = `SELECT s.workspace_id, s.event_id FROM unnest($1::text[], $2::text[]) AS t(w, e)
+  CROSS JOIN LATERAL (
+    SELECT s.workspace_id, s.event_id FROM forward_sent s
+    WHERE s.workspace_id = t.w AND s.event_id = t.e
+      AND ($3::double precision IS NULL OR s.sent_at >= to_timestamp($3::double precision / 1000.0))
+    LIMIT 1) AS s`;
+
 /** What became of one item, in the order of the items. */
 export type Filed =
   | { readonly kind: 'queued' }
@@ -113,12 +126,11 @@ export async function fileIntoOutbox(
   }
   const sent = new Set<string>();
   if (readable.length > 0) {
-    const s = await tx.query<{ workspace_id: string; event_id: string }>(
-      `SELECT s.workspace_id, s.event_id FROM forward_sent s
-       JOIN unnest($1::text[], $2::text[]) AS t(w, e) ON s.workspace_id = t.w AND s.event_id = t.e
-       WHERE $3::double precision IS NULL OR s.sent_at >= to_timestamp($3::double precision / 1000.0)`,
-      [readable.map((c) => c.workspace_id), readable.map(ledgerEventId), opts.resendSentBefore ?? null],
-    );
+    const s = await tx.query<{ workspace_id: string; event_id: string }>(SENT_LOOKUP, [
+      readable.map((c) => c.workspace_id),
+      readable.map(ledgerEventId),
+      opts.resendSentBefore ?? null,
+    ]);
     for (const row of s.rows) sent.add(`${row.workspace_id}\n${row.event_id}`);
   }
 

@@ -3,7 +3,7 @@ import { conversion, eventually, startRig, type ForwarderRig } from '../../../te
 import { outboxEmptied } from '../../../test/helpers/outbox.js';
 import { META_APP, metaServiceEnv, startMetaSandbox, type RunningMetaSandbox } from '../../../test/sandbox/meta/app.js';
 import type { ConversionReady } from '../../domain/conversion.js';
-import { planFanOut, type FanOutDestination } from './fan-out.js';
+import { DESTINATION_FILING, planFanOut, type FanOutDestination } from './fan-out.js';
 import { connectMeta } from './meta.js';
 
 const H = 'c'.repeat(64);
@@ -96,6 +96,22 @@ describe('several destinations per workspace', () => {
       record: { user: { email: [H], user_agent: 'Mozilla/5.0', ttclid: 'T1' }, properties: { value: 30, currency: 'EUR' }, page: { url: 'https://shop.example/c?fbclid=FB1&ttclid=T1' } },
       ...over,
     });
+
+  it("files each conversion after one lookup by key in its destination's ledger, whatever the ledger's size and statistics", async () => {
+    const { ws, a } = await workspace();
+    // PGlite never analyses the ledger on its own: planned as an anti-join without statistics, it was hashed whole.
+    await rig.db.query("INSERT INTO destination_sent (destination_id, event_id) SELECT $1, 'e' || i FROM generate_series(1, 20000) AS i", [a]);
+    const ids = Array.from({ length: 200 }, (_, i) => `e${i * 50}`);
+    const n = ids.length;
+    const params = [Array(n).fill(a), Array(n).fill(ws), ids, Array(n).fill(PIXEL_A), Array(n).fill(''), Array(n).fill('{}'), Array(n).fill(Date.now()), Array(n).fill(null), null];
+    const plan = (await rig.db.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${DESTINATION_FILING}`, params)).rows.map((r) => r['QUERY PLAN']).join('\n');
+    expect(plan).toMatch(/Index Only Scan using destination_sent_pkey/);
+    expect(plan).not.toMatch(/Seq Scan on destination_sent|Hash/);
+    const filed = await rig.db.transaction((tx) => tx.query<{ event_id: string }>(DESTINATION_FILING, params));
+    expect(filed.rows.map((r) => r.event_id)).toEqual(['e0']);
+    await rig.db.query('DELETE FROM destination_outbox WHERE destination_id = $1', [a]);
+    await rig.db.query('DELETE FROM destination_sent WHERE destination_id = $1', [a]);
+  });
 
   it('one purchase reaches TikTok and both Meta pixels, each in its own shape', async () => {
     const { ws, a, b } = await workspace();

@@ -51,6 +51,23 @@ function batchSourceOf(setup: DestinationSetup): string {
  */
 export type DestinationFiling = Map<string, 'queued' | 'duplicate'>;
 
+/**
+ * Queues each conversion ($1 destination, $2 workspace, $3 ledger id, …) in its destination's outbox, unless the
+ * destination's ledger has it (sent since $9, ms, when not null). OFFSET 0 keeps the ledger check a primary-key
+ * lookup per conversion: pulled up into an anti-join, a ledger without statistics (PGlite has no autovacuum) was
+ * hashed whole at every batch, a cost that grew with every conversion sent.
+ */
+export const DESTINATION_FILING = `INSERT INTO destination_outbox (destination_id, workspace_id, event_id, event_source_id, test_event_code, record, received_at, request_id)
+  SELECT d, w, e, p, t, r, to_timestamp(at / 1000.0), q
+  FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::double precision[], $8::text[])
+    AS u(d, w, e, p, t, r, at, q)
+  WHERE NOT EXISTS (
+    SELECT 1 FROM destination_sent s WHERE s.destination_id = u.d AND s.event_id = u.e
+      AND ($9::double precision IS NULL OR s.sent_at >= to_timestamp($9::double precision / 1000.0))
+    OFFSET 0)
+  ON CONFLICT (destination_id, event_id) DO NOTHING
+  RETURNING workspace_id, event_id`;
+
 /** Files the conversions for their workspaces' destinations. */
 export async function fileIntoDestinations(
   tx: Sql,
@@ -85,15 +102,7 @@ export async function fileIntoDestinations(
   if (queue.length === 0) return filing;
   for (const q of queue) filing.set(`${q.c.workspace_id}\n${q.id}`, 'duplicate');
   const ins = await tx.query<{ workspace_id: string; event_id: string }>(
-    `INSERT INTO destination_outbox (destination_id, workspace_id, event_id, event_source_id, test_event_code, record, received_at, request_id)
-     SELECT d, w, e, p, t, r, to_timestamp(at / 1000.0), q
-     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::double precision[], $8::text[])
-       AS u(d, w, e, p, t, r, at, q)
-     WHERE NOT EXISTS (
-       SELECT 1 FROM destination_sent s WHERE s.destination_id = u.d AND s.event_id = u.e
-         AND ($9::double precision IS NULL OR s.sent_at >= to_timestamp($9::double precision / 1000.0)))
-     ON CONFLICT (destination_id, event_id) DO NOTHING
-     RETURNING workspace_id, event_id`,
+    DESTINATION_FILING,
     [
       queue.map((q) => q.dest.id),
       queue.map((q) => q.c.workspace_id),
