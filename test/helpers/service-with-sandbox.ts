@@ -3,7 +3,7 @@
  * or the runtime that `env` selects (KAFKA_BROKERS, SCHEMA_REGISTRY_URL, DATABASE_URL, KAFKA_GROUP_PREFIX).
  */
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startService, type RunningService } from '../../services/compose/service.js';
@@ -58,10 +58,12 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
   const sandbox = await startSandbox({ port: 0 });
   const port = await freePort();
   const url = `http://127.0.0.1:${port}`;
+  // The store is in memory (or DATABASE_URL's); the service still needs a DATA_DIR of its own, removed at close.
+  const dataDir = mkdtempSync(join(tmpdir(), 'svc-sandbox-'));
   const config = loadConfig({
     PORT: String(port),
     HOST: '127.0.0.1',
-    DATA_DIR: mkdtempSync(join(tmpdir(), 'svc-sandbox-')),
+    DATA_DIR: dataDir,
     ADMIN_TOKEN: adminToken,
     PUBLIC_BASE_URL: url,
     CREDENTIALS_KEY: randomBytes(32).toString('base64'),
@@ -129,6 +131,7 @@ export async function startServiceWithSandbox(adminToken: string, env: Record<st
     async close() {
       await service.close();
       await sandbox.close();
+      rmSync(dataDir, { recursive: true, force: true });
     },
   };
 }
