@@ -10,6 +10,7 @@ import { audit } from '../domain/audit-log.js';
 import { msInterval as ms, type Db } from '../shared/db/db.js';
 import { newId } from '../shared/ids.js';
 import type { Logger } from '../shared/logger.js';
+import { PollLoop } from '../shared/poll-loop.js';
 import { lockForErasure, marksOf, saltedHash, workspaceSalt } from '../enrich/identity/erasure-filter.js';
 import type { GraphNode } from '../enrich/identity/kinds.js';
 import type { ErasureStep, ErasureSubject } from './erasure-steps.js';
@@ -162,47 +163,33 @@ export class ErasureRepo {
 
 /** Runs queued erasures: polls, and wakes at once when a request arrives in this process. */
 export class ErasureWorker {
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = true;
+  private readonly loop: PollLoop;
   private readonly repo: ErasureRepo;
 
   constructor(
     private readonly deps: { readonly db: Db; readonly steps: readonly ErasureStep[]; readonly logger: Logger; readonly pollMs: number },
   ) {
     this.repo = new ErasureRepo(deps.db);
+    this.loop = new PollLoop({
+      intervalMs: deps.pollMs,
+      run: () => this.drain(),
+      failed: (err) => deps.logger.warn({ err }, 'erasure job failed; will retry'),
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
   }
 
   /** A request arrived: run it now rather than at the next poll. */
   wake(): void {
-    if (this.stopped || this.running) return;
-    clearTimeout(this.timer);
-    this.schedule(0);
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.drain()
-        .then(() => undefined)
-        .catch((err: unknown) => this.deps.logger.warn({ err }, 'erasure job failed; will retry'))
-        .finally(() => {
-          this.running = undefined;
-          this.schedule(this.deps.pollMs);
-        });
-    }, ms);
-    this.timer.unref();
+    this.loop.wake();
   }
 
   /** Runs every runnable job. */
   async drain(): Promise<number> {
     let n = 0;
-    for (let job = await this.repo.take(); job && !this.stopped; job = await this.repo.take()) {
+    for (let job = await this.repo.take(); job && !this.loop.stopping; job = await this.repo.take()) {
       const status = await this.repo.run(job, this.deps.steps);
       this.deps.logger.info({ erasure_id: job.id, workspace_id: job.workspace_id, status }, 'erasure finished');
       n++;
@@ -211,8 +198,6 @@ export class ErasureWorker {
   }
 
   async close(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+    await this.loop.stop();
   }
 }

@@ -11,6 +11,7 @@ import { IdempotentProducer } from '../../shared/kafka/producer.js';
 import type { AvroSerde } from '../../shared/kafka/serde.js';
 import type { Logger } from '../../shared/logger.js';
 import { kafkaProduceDuration } from '../../shared/metrics.js';
+import { PollLoop } from '../../shared/poll-loop.js';
 import { Topics } from '../../shared/topics.js';
 
 export const RELAY_GROUP = 'kafka-dlq-relay';
@@ -18,9 +19,7 @@ const RELAY_LOCK = 7_312_405;
 
 export class DeadLetterRelay {
   private readonly producer: IdempotentProducer;
-  private timer: NodeJS.Timeout | undefined;
-  private running: Promise<void> | undefined;
-  private stopped = false;
+  private readonly loop: PollLoop;
 
   constructor(
     private readonly deps: {
@@ -33,21 +32,15 @@ export class DeadLetterRelay {
     },
   ) {
     this.producer = IdempotentProducer.forRole(deps.connection, 'dlq-relay', { retries: 5, retryDelayMs: 200 });
+    this.loop = new PollLoop({
+      intervalMs: deps.intervalMs ?? 1_000,
+      run: () => this.drain(),
+      failed: (err) => deps.logger.warn({ err }, 'dead-letter relay failed; retrying'),
+    });
   }
 
   start(): void {
-    this.stopped = false;
-    this.schedule(0);
-  }
-
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      this.running = this.drain()
-        .then(() => undefined)
-        .catch((err: unknown) => this.deps.logger.warn({ err }, 'dead-letter relay failed; retrying'))
-        .finally(() => this.schedule(this.deps.intervalMs ?? 1_000));
-    }, ms);
+    this.loop.start();
   }
 
   /** Publishes everything there is. Returns how many letters it published. */
@@ -56,7 +49,7 @@ export class DeadLetterRelay {
     for (;;) {
       const n = await this.step();
       total += n;
-      if (n === 0 || this.stopped) return total;
+      if (n === 0 || this.loop.stopping) return total;
     }
   }
 
@@ -88,9 +81,7 @@ export class DeadLetterRelay {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
-    await this.running;
+    await this.loop.stop();
     await this.producer.close();
   }
 }
