@@ -116,6 +116,16 @@ export function createPlatformSide(deps: {
     backoff,
     onRestored: () => sender?.wake(),
   });
+  // The first TikTok destination's sender and the other destinations' send on the same terms.
+  const senderOptions = {
+    lingerMs: f.lingerMs,
+    batchSize: f.batchSize,
+    concurrency: f.concurrency,
+    leaseMs,
+    backoff,
+    ledgerRetentionMs: f.ledgerRetentionMs,
+    parkMaxAgeMs: f.parkMaxAgeMs,
+  };
   const sender = roles.forwarder
     ? new ForwardSender({
         db,
@@ -126,15 +136,7 @@ export function createPlatformSide(deps: {
         refresher,
         logger,
         owner,
-        options: {
-          lingerMs: f.lingerMs,
-          batchSize: f.batchSize,
-          concurrency: f.concurrency,
-          leaseMs,
-          backoff,
-          ledgerRetentionMs: f.ledgerRetentionMs,
-          parkMaxAgeMs: f.parkMaxAgeMs,
-        },
+        options: senderOptions,
       })
     : undefined;
   const destinations = new DestinationRepo(db, cipher);
@@ -176,15 +178,7 @@ export function createPlatformSide(deps: {
         refresh: refreshDestination,
         logger,
         owner,
-        options: {
-          lingerMs: f.lingerMs,
-          batchSize: f.batchSize,
-          concurrency: f.concurrency,
-          leaseMs,
-          backoff,
-          ledgerRetentionMs: f.ledgerRetentionMs,
-          parkMaxAgeMs: f.parkMaxAgeMs,
-        },
+        options: senderOptions,
       })
     : undefined;
   const intake = roles.forwarder
