@@ -111,6 +111,34 @@ describe('statements with parameters on the embedded store (named, prepared once
     ]);
   });
 
+  it("an answer far larger than the engine's output buffer comes back whole, multi-byte text included, with its counts", async () => {
+    // ~360 KB a value of 1- to 4-byte characters, a quote and a backslash: parameters and rows each cross many 8 KB
+    // chunks of the engine's output.
+    const big = 'aé€😀"\\'.repeat(30_000);
+    await db.query('CREATE TABLE prepared_big (a int PRIMARY KEY, t text, doc json)');
+    const insert = await db.query('INSERT INTO prepared_big SELECT g, $1, $2::json FROM generate_series(1, $3::int) g', [big, JSON.stringify({ s: big }), 5]);
+    expect(insert.affectedRows).toBe(5);
+    const rows = (await db.query<{ a: number; t: string; doc: { s: string } }>('SELECT a, t, doc FROM prepared_big WHERE a <= $1 ORDER BY a', [5])).rows;
+    expect(rows.map((r) => r.a)).toEqual([1, 2, 3, 4, 5]);
+    for (const r of rows) {
+      expect(r.t === big && r.doc.s === big).toBe(true);
+    }
+    const update = await db.query('UPDATE prepared_big SET t = $1 WHERE a > $2 RETURNING a', ['short', 3]);
+    expect(update.rows).toEqual([{ a: 4 }, { a: 5 }]);
+    expect(update.affectedRows).toBe(2);
+    expect((await db.query('DELETE FROM prepared_big WHERE a = ANY($1::int[])', [[1, 2, 9]])).affectedRows).toBe(2);
+    expect((await db.query('SELECT a FROM prepared_big WHERE a > $1', [9])).rows).toEqual([]);
+    // Rows smaller than the engine's 8 KB output buffer but not dividing it: most chunks end inside a row.
+    const many = (await db.query<{ a: number; t: string }>('SELECT g AS a, repeat($1, 3001) AS t FROM generate_series(1, 300) g', ['é'])).rows;
+    expect(many.every((r, i) => r.a === i + 1 && r.t === 'é'.repeat(3001))).toBe(true);
+  });
+
+  it('a failed statement reports what Postgres said: code, constraint, detail; the next one runs', async () => {
+    const duplicate = db.query('INSERT INTO prepared_t (a, b) VALUES ($1, $2)', [1, 'again']);
+    await expect(duplicate).rejects.toMatchObject({ code: '23505', constraint: 'prepared_t_pkey', detail: 'Key (a)=(1) already exists.' });
+    expect((await db.query('SELECT b FROM prepared_t WHERE a = $1', [1])).rows).toEqual([{ b: 'one' }]);
+  });
+
   it("a transaction's statements sent together are answered each as its own", async () => {
     const answers = await db.transaction((tx) => Promise.all([1, 2, 1, 2].map((a) => tx.query<{ b: string }>('SELECT b FROM prepared_t WHERE a = $1', [a]))));
     expect(answers.map((r) => r.rows[0]!.b)).toEqual(['one', 'two', 'one', 'two']);
