@@ -72,13 +72,13 @@ const RUN = Buffer.concat([wire.describe({ type: 'P' }), wire.execute({}), wire.
 const COUNTED = new Set(['INSERT', 'UPDATE', 'DELETE', 'COPY', 'MERGE']);
 
 /**
- * Binds a prepared statement and runs it, through node-postgres' protocol codec (pg-protocol) rather than PGlite's:
- * PGlite's measures each string parameter's UTF-8 length in a JavaScript loop and copies it four times on the way in,
- * and copies its answer three times (a chunk, the receive buffer, each field) on the way out; on its thread that was
- * ~20% of the busy time with ~11% more in garbage collection. Rows are the same objects PGlite's `query` gives: one
- * per row, each field parsed by PGlite's parser for its type.
+ * Runs protocol messages through node-postgres' codec (pg-protocol) rather than PGlite's: PGlite's measures each
+ * string parameter's UTF-8 length in a JavaScript loop and copies it four times on the way in, and copies its answer
+ * three times (a chunk, the receive buffer, each field) on the way out; on its thread that was ~20% of the busy time,
+ * with ~11% more in garbage collection. Rows are the objects PGlite's `query` gives: one per row, each field parsed by
+ * PGlite's parser for its type; affected rows counted as PGlite counts them.
  */
-async function runPrepared(name: string, values: ReadonlyArray<string | null>): Promise<Answer> {
+async function run(message: Uint8Array): Promise<Answer> {
   const parser = new Parser();
   let fields: RowDescriptionMessage['fields'] = [];
   const rows: Record<string, unknown>[] = [];
@@ -112,8 +112,7 @@ async function runPrepared(name: string, values: ReadonlyArray<string | null>): 
         break;
     }
   };
-  const bind = wire.bind({ statement: name, values: values as Array<string | null> });
-  await pg.execProtocolRawStream(Buffer.concat([bind, RUN]), {
+  await pg.execProtocolRawStream(message, {
     // A chunk is a view of the engine's memory, reused after the call: the parser keeps a partial message, so copy.
     onRawData: (chunk) => parser.parse(Buffer.from(chunk), onMessage),
   });
@@ -122,7 +121,9 @@ async function runPrepared(name: string, values: ReadonlyArray<string | null>): 
 }
 
 async function query(text: string, params: unknown[] | undefined, alone: boolean): Promise<Answer> {
-  if (!params || params.length === 0) return pg.query(text, params);
+  // Without parameters (BEGIN, SAVEPOINT, COMMIT…): the simple protocol, one call into the engine where PGlite's
+  // query() makes six.
+  if (!params || params.length === 0) return run(wire.query(text));
   const name = names.of(text);
   if (name === undefined) return pg.query(text, params);
   let types = prepared.get(name);
@@ -136,7 +137,7 @@ async function query(text: string, params: unknown[] | undefined, alone: boolean
     return write ? (write(v) as string) : String(v);
   });
   try {
-    return await runPrepared(name, values);
+    return await run(Buffer.concat([wire.bind({ statement: name, values }), RUN]));
   } catch (e) {
     // DDL that changed the result columns of a prepared statement's tables: the text runs unnamed from now on, and
     // at once when no transaction of the caller's is open (in one, the transaction fails and its caller retries).

@@ -133,6 +133,17 @@ describe('statements with parameters on the embedded store (named, prepared once
     expect(many.every((r, i) => r.a === i + 1 && r.t === 'é'.repeat(3001))).toBe(true);
   });
 
+  it('a statement without parameters (the simple protocol) answers typed values and counts as one with them would', async () => {
+    const r = await db.query<{ n: number; at: Date; doc: unknown; none: null }>(
+      `SELECT 2::int AS n, '2026-11-28T10:00:00.123Z'::timestamptz AS at, '{"k":[1]}'::json AS doc, NULL::text AS none`,
+    );
+    expect(r.rows).toEqual([{ n: 2, at: new Date('2026-11-28T10:00:00.123Z'), doc: { k: [1] }, none: null }]);
+    await db.query('CREATE TABLE prepared_simple (a int)');
+    expect((await db.query('INSERT INTO prepared_simple SELECT generate_series(1, 3)')).affectedRows).toBe(3);
+    expect((await db.query('UPDATE prepared_simple SET a = a + 10 WHERE a > 1')).affectedRows).toBe(2);
+    await expect(db.query('SELECT * FROM prepared_nowhere')).rejects.toMatchObject({ code: '42P01' });
+  });
+
   it('a failed statement reports what Postgres said: code, constraint, detail; the next one runs', async () => {
     const duplicate = db.query('INSERT INTO prepared_t (a, b) VALUES ($1, $2)', [1, 'again']);
     await expect(duplicate).rejects.toMatchObject({ code: '23505', constraint: 'prepared_t_pkey', detail: 'Key (a)=(1) already exists.' });
