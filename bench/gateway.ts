@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { join } from 'node:path';
 import type { LoadResult } from './lib/load-worker.js';
 import { freshDatabase, uniqueId } from './lib/infra.js';
-import { summariseFile } from './lib/profile-summary.js';
+import { summariseThreads } from './lib/profile-summary.js';
 import {
   BENCH_PLAN_LIMITS,
   DIST,
@@ -131,7 +131,7 @@ export async function gatewayBenchEnv(
 
 export interface GatewayRun {
   readonly service: Measured;
-  readonly profile?: { readonly file: string; readonly markdown: string };
+  readonly profile?: { readonly raw: string; readonly markdown: string };
   /** Kafka only: the same gateway with the proposed adapter changes (bench/lib/gateway-whatif.ts). */
   readonly whatif?: Measured;
 }
@@ -181,25 +181,23 @@ async function profileRun(
   headers: Record<string, string>,
   log: (l: string) => void,
   entry?: string,
-): Promise<{ file: string; markdown: string }> {
-  const dir = join(PROFILES_DIR, 'raw');
+): Promise<{ raw: string; markdown: string }> {
+  // A file per thread (node names them; the embedded log's store runs on a thread of its own).
+  const dir = join(PROFILES_DIR, 'raw', name);
+  rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  for (const f of readdirSync(dir)) if (f === `${name}.cpuprofile`) rmSync(join(dir, f));
-  const profiled = await startServiceChild({
-    env,
-    dataDir,
-    cpu: SERVER_CPU,
-    entry,
-    nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}.cpuprofile`],
-  });
+  const profiled = await startServiceChild({ env, dataDir, cpu: SERVER_CPU, entry, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
   try {
     await runLoad({ mode: 'closed', url: profiled.url, path: '/v1/events', headers, bodies: body(44), connections: CONNECTIONS, durationSec: MAX_SEC }, LOAD_CPU);
   } finally {
     await profiled.stop();
   }
-  const file = join(dir, `${name}.cpuprofile`);
-  const { markdown } = summariseFile(file, `${name}: ${MAX_SEC} s closed loop, ${CONNECTIONS} connections, 100-event batches (under --cpu-prof)`);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
+  const markdown = summariseThreads(
+    files.map((f) => join(dir, f)),
+    `${name}: ${MAX_SEC} s closed loop, ${CONNECTIONS} connections, 100-event batches (under --cpu-prof)`,
+  );
   writeFileSync(join(PROFILES_DIR, `${name}.md`), markdown);
-  log(`  profile: bench/profiles/${name}.md (raw: ${file})`);
-  return { file, markdown };
+  log(`  profile: bench/profiles/${name}.md (raw: ${dir}, ${files.length} threads)`);
+  return { raw: dir, markdown };
 }

@@ -3,8 +3,8 @@
  * stage (gateway → events.raw → dedupe → events.deduped → enrich → conversions.ready → forwarder → sandbox), and the
  * latency from the 2xx of a request to the sandbox receiving each of its records.
  *
- * Wiring, as `make demo` does it: the sandbox (its own process, on the load core) and the service (SERVICE_ROLE=all,
- * on the server core); a workspace on the unthrottled plan, a live key, the forwarding setup purchase →
+ * Wiring, as `make demo` does it: the sandbox (its own process, on the load core) and the service (embedded:
+ * SERVICE_ROLE=all, unpinned; Kafka: a process per role, unpinned); a workspace on the unthrottled plan, a live key, the forwarding setup purchase →
  * CompletePayment, the ad account connected through the OAuth flow. Every posted event is a `purchase` with ad consent
  * (70% web, 30% server, hashed identifiers): each becomes one platform record. Its event_id is its idempotency key
  * (`<run>-<request>-<index>`), which correlates the sandbox's records (`GET /_control/bench/received`,
@@ -20,7 +20,7 @@
  *     request's 2xx; p50/p99 over all of them.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaAdmin } from '../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../services/shared/kafka/client.js';
@@ -47,7 +47,7 @@ import {
 } from './lib/proc.js';
 import { connectLikeABrowser } from '../test/sandbox/connect.js';
 import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js';
-import { summariseFile } from './lib/profile-summary.js';
+import { summariseThreads } from './lib/profile-summary.js';
 import { PROFILES_DIR, round, type BenchResult } from './lib/results.js';
 
 const CALIBRATION_REQUESTS = 20;
@@ -56,12 +56,15 @@ const HALF_SEC = Number(process.env.BENCH_PIPELINE_HALF_SEC ?? 15);
 /** Longest wait for a phase's conversions to arrive once posted. */
 const DRAIN_TIMEOUT_MS = Number(process.env.BENCH_PIPELINE_DRAIN_MS ?? 60_000);
 const CONNECTIONS = 8;
-/** The service pinned to the server core (default), or free to use both (BENCH_PIPELINE_PIN=0). */
-const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN !== '0';
+/**
+ * The one-process layout (the embedded runtime, or BENCH_PIPELINE_SHAPE=all) free to use both cores, as deployed: its
+ * main thread and the embedded store's thread run side by side (BENCH_PIPELINE_PIN=1 pins it to the server core).
+ */
+const PIN_SERVICE = process.env.BENCH_PIPELINE_PIN === '1';
 /**
  * On Kafka, the deployment shape: a process per role, unpinned, so the scheduler spreads them over both cores
- * (BENCH_PIPELINE_SHAPE=all runs SERVICE_ROLE=all in one process on the server core instead, as the embedded runtime
- * must: its log is one process's database).
+ * (BENCH_PIPELINE_SHAPE=all runs SERVICE_ROLE=all in one process instead, as the embedded runtime must: its log is
+ * one process's database).
  */
 const KAFKA_ROLES = process.env.BENCH_PIPELINE_SHAPE !== 'all';
 /** The roles as the Compose file and the chart deploy them: the graph sink in a process of its own (GRAPH_SINK_ROLE). */
@@ -92,7 +95,8 @@ async function startShape(perRole: boolean, env: Record<string, string>, nodeArg
   try {
     if (!perRole) {
       started.push(await startServiceChild({ env, cpu: PIN_SERVICE ? SERVER_CPU : undefined, nodeArgs: nodeArgs('all') }));
-      return shape(`SERVICE_ROLE=all in one process${PIN_SERVICE ? ` on core ${SERVER_CPU}` : ''}`, started[0]!, started[0]!);
+      const where = PIN_SERVICE ? ` on core ${SERVER_CPU}` : ', unpinned: its main thread and the embedded store\'s thread spread over both cores by the scheduler';
+      return shape(`SERVICE_ROLE=all in one process${where}`, started[0]!, started[0]!);
     }
     // One after the other: each process creates the service's topics and registers its schemas on start.
     for (const role of ROLE_PROCESSES) {
@@ -273,16 +277,19 @@ export async function benchPipeline(
   log(`pipeline-${runtime} (${perRole ? 'a process per role' : 'SERVICE_ROLE=all'}; sandbox in its own process)`);
   const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
   // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
-  const profileName = `pipeline-${runtime}.cpuprofile`;
-  const profileDir = join(PROFILES_DIR, 'raw');
-  if (opts.profile) mkdirSync(profileDir, { recursive: true });
-  const profiled = opts.profile ? join(profileDir, profileName) : undefined;
+  // Every thread of the profiled process writes its own file here (node names them by thread; the embedded store's
+  // thread is one of them).
+  const profileDir = join(PROFILES_DIR, 'raw', `pipeline-${runtime}`);
+  if (opts.profile) {
+    rmSync(profileDir, { recursive: true, force: true });
+    mkdirSync(profileDir, { recursive: true });
+  }
   // Per role, the enrich process is profiled (the stage that limits the drain; BENCH_PROFILE_ROLE names another);
   // else the one process.
   const profiledRole = perRole ? (process.env.BENCH_PROFILE_ROLE ?? 'enrich') : 'all';
   const start = () =>
     startShape(perRole, setting.env, (role) =>
-      opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`, `--cpu-prof-name=${profileName}`] : [],
+      opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
     );
   try {
     return await withService(setting, start, log, async (service) => {
@@ -347,10 +354,11 @@ export async function benchPipeline(
       };
     });
   } finally {
-    if (profiled) {
-      const { markdown } = summariseFile(profiled, `pipeline-${runtime}: the service's ${perRole ? 'enrich process' : 'one process (SERVICE_ROLE=all)'} during the whole pipeline run`);
-      writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), markdown);
-      log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profiled})`);
+    if (opts.profile) {
+      const files = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
+      const what = `pipeline-${runtime}: the service's ${perRole ? 'enrich process' : 'one process (SERVICE_ROLE=all)'} during the whole pipeline run`;
+      writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), summariseThreads(files.map((f) => join(profileDir, f)), what));
+      log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profileDir}, ${files.length} threads)`);
     }
   }
 }

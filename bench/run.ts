@@ -70,7 +70,7 @@ const selected = (n: Name) => wanted.size === 0 || wanted.has(n);
 const profile = flags.profile;
 
 const cores = hasTaskset()
-  ? 'server on core 0, load generator (and the sandbox) on core 1 (taskset); Kafka, registry and Postgres unpinned'
+  ? 'server on core 0, load generator (and the sandbox) on core 1 (taskset), the pipeline benchmarks\' services as their layout says; Kafka, registry and Postgres unpinned'
   : 'taskset not found: processes share both cores freely';
 
 function gatewayResult(name: string, service: Measured, baseline: Measured, notes: string, detail: unknown): BenchResult {

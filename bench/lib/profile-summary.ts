@@ -55,6 +55,7 @@ export function areaOf(frame: CallFrame): string {
   if (name === '(root)') return 'root';
   const url = frame.url.replace(/^file:\/\//, '');
   if (!url) return name.startsWith('(') ? name : 'V8 builtins/native';
+  if (url.startsWith('wasm://')) return 'WebAssembly';
   const nm = url.lastIndexOf('node_modules/');
   if (nm >= 0) {
     const rest = url.slice(nm + 'node_modules/'.length).split('/');
@@ -157,6 +158,32 @@ export function toMarkdown(s: ProfileSummary, title: string): string {
 export function summariseFile(file: string, title: string, topN = 25): { summary: ProfileSummary; markdown: string } {
   const summary = summarise(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, topN);
   return { summary, markdown: toMarkdown(summary, title) };
+}
+
+/** node's name for a thread's profile: CPU.<date>.<time>.<pid>.<thread id>.<seq>.cpuprofile (0: the main thread). */
+function threadOf(file: string): number {
+  const parts = file.split('.');
+  return Number(parts.at(-3));
+}
+
+/**
+ * One process's profiles, a file per thread (`--cpu-prof` without a name), as one page: the main thread first, then
+ * the others, the one running WebAssembly named as the embedded store's (PGlite).
+ */
+export function summariseThreads(files: readonly string[], title: string, topN = 25): string {
+  const threads = [...files].sort((a, b) => threadOf(a) - threadOf(b));
+  const pages = threads.map((file) => {
+    const summary = summarise(JSON.parse(readFileSync(file, 'utf8')) as CpuProfile, topN);
+    const tid = threadOf(file);
+    const which =
+      tid === 0
+        ? 'the main thread'
+        : summary.areas.some((a) => a.area === 'WebAssembly')
+          ? "the embedded store's thread (PGlite: Postgres compiled to WebAssembly)"
+          : `worker thread ${tid}`;
+    return toMarkdown(summary, `${title}: ${which}`);
+  });
+  return pages.join('\n');
 }
 
 if (process.argv[1]?.endsWith('profile-summary.js')) {
