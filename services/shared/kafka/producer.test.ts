@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { bySize, toMessages } from './producer.js';
+import { MultipleErrors, NetworkError, ResponseError } from '@platformatic/kafka';
+import { bySize, refusedForGeneration, toMessages } from './producer.js';
 
 const record = (n: number, bytes: number) => ({ key: `k${n}`, value: Buffer.alloc(bytes, n % 256), headers: { 'stage-group': 'g' } });
 
@@ -42,5 +43,25 @@ describe('a transaction\'s records cut into sends under the broker\'s record-bat
     const [m] = toMessages([{ topic: 't', records: [{ key: 'gone', value: null, partition: 3, timestamp: 1_700_000_000_123 }] }]);
     expect(m).toMatchObject({ topic: 't', value: null, partition: 3, timestamp: 1_700_000_000_123n });
     expect(m!.key!.toString()).toBe('gone');
+  });
+});
+
+describe('refusedForGeneration: offsets refused because the group moved on', () => {
+  // The client's own errors, as it builds them from a response: error codes by partition path (22 ILLEGAL_GENERATION,
+  // 27 REBALANCE_IN_PROGRESS, 25 UNKNOWN_MEMBER_ID, 47 INVALID_PRODUCER_EPOCH).
+  const refusal = (code: number) => new ResponseError(28, 4, { '/topics/0/partitions/0': [code, null] }, {});
+
+  it('an ILLEGAL_GENERATION or REBALANCE_IN_PROGRESS answer, also inside a wrapping error', () => {
+    expect(refusedForGeneration(refusal(22))).toBe(true);
+    expect(refusedForGeneration(refusal(27))).toBe(true);
+    expect(refusedForGeneration(new MultipleErrors('the transaction failed', [refusal(22)]))).toBe(true);
+  });
+
+  it('not a fenced producer, an unknown member, a network error or an error that is not the client\'s', () => {
+    expect(refusedForGeneration(refusal(47))).toBe(false);
+    expect(refusedForGeneration(refusal(25))).toBe(false);
+    expect(refusedForGeneration(new NetworkError('connection closed'))).toBe(false);
+    expect(refusedForGeneration(new Error('ILLEGAL_GENERATION'))).toBe(false);
+    expect(refusedForGeneration(undefined)).toBe(false);
   });
 });

@@ -90,6 +90,13 @@ type Transaction = Awaited<ReturnType<BufferProducer['beginTransaction']>>;
 const FENCED = ['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'];
 const isFenced = (err: unknown): boolean => searchable(err) && FENCED.some((id) => err.findBy('apiId', id));
 
+/**
+ * Kafka's refusal of offsets committed in a generation the group has already left behind (ILLEGAL_GENERATION), or while
+ * it rebalances (REBALANCE_IN_PROGRESS): the member's own heartbeat meets the same answer and rejoins by itself.
+ */
+export const refusedForGeneration = (err: unknown): boolean =>
+  searchable(err) && (Boolean(err.findBy('apiId', 'ILLEGAL_GENERATION')) || Boolean(err.findBy('apiId', 'REBALANCE_IN_PROGRESS')));
+
 /** Whether the client judges a failure worth another try: none of the errors in its chain says otherwise. */
 const canRetry = (err: unknown): boolean => searchable(err) && !err.findBy('canRetry', false);
 

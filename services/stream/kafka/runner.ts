@@ -28,7 +28,7 @@ import type { Db } from '../../shared/db/db.js';
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
-import { TransactionalProducer, type GroupMember, type NextOffset, type OutgoingRecord } from '../../shared/kafka/producer.js';
+import { refusedForGeneration, TransactionalProducer, type GroupMember, type NextOffset, type OutgoingRecord } from '../../shared/kafka/producer.js';
 import { AvroPacking, UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
@@ -526,7 +526,10 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     try {
       await this.transact(task.partition, c);
     } catch (err) {
-      if (!live()) {
+      // The group moved on (the rebalance not seen here yet, or its offsets refused for their generation): the member
+      // rejoins through its heartbeat and the new generation prepares every partition again. Leaving the group as
+      // well would force one more rebalance, whose new generation refuses the other members' commits in turn.
+      if (!live() || refusedForGeneration(err)) {
         this.logger.info({ err, partition: task.partition }, 'a transaction of an older generation failed; the new one prepares the partition again');
         return false;
       }
