@@ -11,11 +11,11 @@
  * The service runs SERVICE_ROLE=gateway (the stages would otherwise share its core and drain events.raw), pinned to
  * core 0; the load generator runs on core 1.
  */
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { LoadResult } from './lib/load-worker.js';
 import { freshDatabase, uniqueId } from './lib/infra.js';
-import { summariseThreads } from './lib/profile-summary.js';
+import { freshProfileDir, writeProfilePage } from './lib/thread-profiles.js';
 import {
   BENCH_PLAN_LIMITS,
   DIST,
@@ -27,7 +27,7 @@ import {
   startServiceChild,
   type ServiceChild,
 } from './lib/proc.js';
-import { PROFILES_DIR, round } from './lib/results.js';
+import { round } from './lib/results.js';
 
 export const EVENTS_PER_REQUEST = 100;
 export const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 16);
@@ -182,22 +182,14 @@ async function profileRun(
   log: (l: string) => void,
   entry?: string,
 ): Promise<{ raw: string; markdown: string }> {
-  // A file per thread (node names them; the embedded log's store runs on a thread of its own).
-  const dir = join(PROFILES_DIR, 'raw', name);
-  rmSync(dir, { recursive: true, force: true });
-  mkdirSync(dir, { recursive: true });
-  const profiled = await startServiceChild({ env, dataDir, cpu: SERVER_CPU, entry, nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`] });
+  // A file per thread (the embedded log's store runs on a thread of its own).
+  const profile = freshProfileDir(name);
+  const profiled = await startServiceChild({ env, dataDir, cpu: SERVER_CPU, entry, nodeArgs: [...profile.nodeArgs] });
   try {
     await runLoad({ mode: 'closed', url: profiled.url, path: '/v1/events', headers, bodies: body(44), connections: CONNECTIONS, durationSec: MAX_SEC }, LOAD_CPU);
   } finally {
     await profiled.stop();
   }
-  const files = readdirSync(dir).filter((f) => f.endsWith('.cpuprofile'));
-  const markdown = summariseThreads(
-    files.map((f) => join(dir, f)),
-    `${name}: ${MAX_SEC} s closed loop, ${CONNECTIONS} connections, 100-event batches (under --cpu-prof)`,
-  );
-  writeFileSync(join(PROFILES_DIR, `${name}.md`), markdown);
-  log(`  profile: bench/profiles/${name}.md (raw: ${dir}, ${files.length} threads)`);
-  return { raw: dir, markdown };
+  const title = `${name}: ${MAX_SEC} s closed loop, ${CONNECTIONS} connections, 100-event batches (under --cpu-prof)`;
+  return { raw: profile.dir, markdown: writeProfilePage(name, profile.dir, title, log) };
 }

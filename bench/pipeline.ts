@@ -20,7 +20,6 @@
  *     request's 2xx; p50/p99 over all of them.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { KafkaAdmin } from '../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../services/shared/kafka/client.js';
@@ -47,8 +46,8 @@ import {
 } from './lib/proc.js';
 import { connectLikeABrowser } from '../test/sandbox/connect.js';
 import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js';
-import { summariseThreads } from './lib/profile-summary.js';
-import { PROFILES_DIR, round, type BenchResult } from './lib/results.js';
+import { freshProfileDir, writeProfilePage } from './lib/thread-profiles.js';
+import { round, type BenchResult } from './lib/results.js';
 
 const CALIBRATION_REQUESTS = 20;
 const MAX_TARGET_SEC = Number(process.env.BENCH_PIPELINE_MAX_SEC ?? 20);
@@ -277,19 +276,14 @@ export async function benchPipeline(
   log(`pipeline-${runtime} (${perRole ? 'a process per role' : 'SERVICE_ROLE=all'}; sandbox in its own process)`);
   const setting = await startBenchSetting(runtime, runtimeEnv, 'bench-pl-');
   // Under the profiler (opts.profile) the numbers are for finding hot spots, not for the table.
-  // Every thread of the profiled process writes its own file here (node names them by thread; the embedded store's
-  // thread is one of them).
-  const profileDir = join(PROFILES_DIR, 'raw', `pipeline-${runtime}`);
-  if (opts.profile) {
-    rmSync(profileDir, { recursive: true, force: true });
-    mkdirSync(profileDir, { recursive: true });
-  }
+  // A file per thread of the profiled process (the embedded store's thread is one of them).
+  const profile = opts.profile ? freshProfileDir(`pipeline-${runtime}`) : undefined;
   // Per role, the enrich process is profiled (the stage that limits the drain; BENCH_PROFILE_ROLE names another);
   // else the one process.
   const profiledRole = perRole ? (process.env.BENCH_PROFILE_ROLE ?? 'enrich') : 'all';
   const start = () =>
     startShape(perRole, setting.env, (role) =>
-      opts.profile && role === profiledRole ? ['--cpu-prof', `--cpu-prof-dir=${profileDir}`] : [],
+      profile && role === profiledRole ? [...profile.nodeArgs] : [],
     );
   try {
     return await withService(setting, start, log, async (service) => {
@@ -354,11 +348,9 @@ export async function benchPipeline(
       };
     });
   } finally {
-    if (opts.profile) {
-      const files = readdirSync(profileDir).filter((f) => f.endsWith('.cpuprofile'));
+    if (profile) {
       const what = `pipeline-${runtime}: the service's ${perRole ? 'enrich process' : 'one process (SERVICE_ROLE=all)'} during the whole pipeline run`;
-      writeFileSync(join(PROFILES_DIR, `pipeline-${runtime}.md`), summariseThreads(files.map((f) => join(profileDir, f)), what));
-      log(`  profile: bench/profiles/pipeline-${runtime}.md (raw: ${profileDir}, ${files.length} threads)`);
+      writeProfilePage(`pipeline-${runtime}`, profile.dir, what, log);
     }
   }
 }
