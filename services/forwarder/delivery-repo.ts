@@ -126,8 +126,8 @@ export class DeliveryRepo {
     if (attempts.length === 0) return;
     await this.db.query(
       `INSERT INTO deliveries (workspace_id, destination_id, kind, event_id, outcome, attempts, payload, record, platform_answer, match_keys, match_quality, sent_at)
-       SELECT $1, $2, $3, e, o, 1, p, r, a, k, q, CASE WHEN o = 'sent' THEN now() END
-       FROM unnest($4::text[], $5::text[], $6::json[], $7::json[], $8::json[], $9::jsonb[], $10::double precision[]) AS t(e, o, p, r, a, k, q)
+       SELECT $1, $2, $3, e, o, 1, COALESCE(p, 'null'::json), r, a, k::jsonb, q, CASE WHEN o = 'sent' THEN now() END
+       FROM json_to_recordset($4::json) AS t(e text, o text, p json, r json, a json, k json, q double precision)
        ON CONFLICT (workspace_id, destination_id, event_id) DO UPDATE SET
          outcome = EXCLUDED.outcome, attempts = deliveries.attempts + 1, payload = EXCLUDED.payload, record = EXCLUDED.record,
          platform_answer = EXCLUDED.platform_answer, match_keys = EXCLUDED.match_keys, match_quality = EXCLUDED.match_quality,
@@ -136,13 +136,11 @@ export class DeliveryRepo {
         target.workspaceId,
         target.destinationId,
         target.kind,
-        attempts.map((a) => a.row.eventId),
-        attempts.map((a) => a.outcome),
-        attempts.map((a) => JSON.stringify(a.payload ?? null)),
-        attempts.map((a) => JSON.stringify(a.row.record)),
-        attempts.map((a) => JSON.stringify(a.answer)),
-        attempts.map((a) => JSON.stringify(a.match.keys)),
-        attempts.map((a) => a.match.quality),
+        // One JSON text of the rows rather than seven array parameters, whose JSON elements are escaped into the
+        // array's text and parsed out of it again: on PGlite ~15% less time for the statement (docs/decisions.md).
+        JSON.stringify(
+          attempts.map((a) => ({ e: a.row.eventId, o: a.outcome, p: a.payload ?? null, r: a.row.record, a: a.answer, k: a.match.keys, q: a.match.quality })),
+        ),
       ],
     );
     for (const a of attempts) if (a.outcome !== 'retrying') matchQuality.observe({ destination: target.kind }, a.match.quality);

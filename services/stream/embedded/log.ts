@@ -12,6 +12,8 @@ import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup 
 interface PendingAppend {
   readonly topic: TopicName;
   readonly records: readonly ProducedRecord[];
+  /** The records serialised for the append statement when they were handed over, outside the store's transaction. */
+  readonly rows: string;
   readonly deadline: number;
   /** Set when a transaction started writing it: from then on it commits (or fails) with that transaction. */
   started: boolean;
@@ -45,28 +47,54 @@ export interface LogAppend extends ProducedRecord {
 }
 
 /**
+ * The statement of an append: ONE JSON text of {k, v} objects (or {k, t, o}: a copy of the record at offset o of
+ * topic t), not array parameters, which PGlite escapes element by element and parses back. json_to_recordset reads
+ * each element once, where operators on each element (`e->1`, `e->>2`) scan its text again each (docs/decisions.md).
+ * ORDINALITY keeps the offsets in the order of the records. The value column is json on PGlite and jsonb on Postgres
+ * (migration 0020): json goes into both. A JSON null comes out of the record as SQL NULL: kept as the JSON null it was.
+ */
+const APPEND = `INSERT INTO log_records (topic, key, value)
+  SELECT $1, r.k, CASE WHEN r.t IS NULL THEN COALESCE(r.v, 'null'::json)
+                       ELSE (SELECT l.value::json FROM log_records l WHERE l.topic = r.t AND l."offset" = r.o) END
+  FROM ROWS FROM (json_to_recordset($2::json) AS (k text, v json, t text, o bigint)) WITH ORDINALITY AS r(k, v, t, o, i)
+  ORDER BY r.i`;
+
+/** Records as the append statement reads them, without the array's brackets (so that groups join with a comma). */
+function rowsJson(records: readonly LogAppend[]): string {
+  return JSON.stringify(records.map((r) => (r.sameAs ? { k: r.key, t: r.sameAs.topic, o: r.sameAs.offset } : { k: r.key, v: r.value }))).slice(1, -1);
+}
+
+/**
+ * Sends each topic's lock and insert without waiting for the statements before: the store runs them (on PGlite, on
+ * its own thread) while the next topic's records are serialised here. `rows` is called in turn, topics in the order
+ * given: the caller sorts them, so two transactions take the topics' locks in the same order and never deadlock.
+ */
+async function appendRows(tx: Sql, topics: ReadonlyArray<readonly [TopicName, () => string]>): Promise<void> {
+  const sent: Promise<unknown>[] = [];
+  try {
+    for (const [topic, rows] of topics) {
+      sent.push(tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]));
+      sent.push(tx.query(APPEND, [topic, `[${rows()}]`]));
+    }
+  } catch (err) {
+    // A record that does not serialise: what was sent fails with the transaction; wait for it before saying so.
+    await Promise.allSettled(sent);
+    throw err;
+  }
+  await Promise.all(sent);
+}
+
+/**
  * Appends inside an existing transaction (used by stages: outputs commit with their state and offset). Takes the
  * topics' locks in a fixed order so two transactions never deadlock. A `sameAs` record must be readable in the same
  * transaction (a stage's input is: it was read there).
  */
-export async function appendInTransaction(
-  tx: Sql,
-  batches: ReadonlyMap<TopicName, readonly LogAppend[]>,
-): Promise<void> {
+export async function appendInTransaction(tx: Sql, batches: ReadonlyMap<TopicName, readonly LogAppend[]>): Promise<void> {
   const topics = [...batches.keys()].filter((t) => batches.get(t)!.length > 0).sort();
-  for (const topic of topics) {
-    const records = batches.get(topic)!;
-    await tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]);
-    // NOTE: ONE JSON text of [key, value] pairs (or [key, 0, topic, offset] for a copy), not array parameters, which
-    // PGlite escapes element by element and parses back. ORDINALITY keeps the offsets in the order of `records`. The
-    // value column is json on PGlite and jsonb on Postgres (migration 0020): json goes into both.
-    await tx.query(
-      `INSERT INTO log_records (topic, key, value)
-       SELECT $1, e->>0, CASE WHEN e->>2 IS NULL THEN e->1 ELSE (SELECT l.value::json FROM log_records l WHERE l.topic = e->>2 AND l."offset" = (e->>3)::bigint) END
-       FROM json_array_elements($2::json) WITH ORDINALITY AS t(e, i) ORDER BY i`,
-      [topic, JSON.stringify(records.map((r) => (r.sameAs ? [r.key, 0, r.sameAs.topic, r.sameAs.offset] : [r.key, r.value])))],
-    );
-  }
+  await appendRows(
+    tx,
+    topics.map((t) => [t, () => rowsJson(batches.get(t)!)] as const),
+  );
 }
 
 /** A commit's cost beside its records (BEGIN, locks, COMMIT), and the time left for the answer after it (ms). */
@@ -93,7 +121,7 @@ export class EmbeddedLog implements EventLogProducer {
     if (this.closed) return Promise.reject(new NotDurableError('log is closed'));
     if (records.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingAppend = { topic, records, deadline, started: false, expired: false, resolve, reject };
+      const pending: PendingAppend = { topic, records, rows: rowsJson(records), deadline, started: false, expired: false, resolve, reject };
       // Answer at the deadline even while the store is busy; the transaction that later reaches it skips it.
       pending.timer = setTimeout(() => {
         if (pending.started) return;
@@ -121,15 +149,19 @@ export class EmbeddedLog implements EventLogProducer {
                 p.started = true;
                 clearTimeout(p.timer);
               }
-              const byTopic = new Map<TopicName, ProducedRecord[]>();
+              const byTopic = new Map<TopicName, string[]>();
               let records = 0;
               for (const p of live) {
                 const list = byTopic.get(p.topic) ?? [];
-                for (const r of p.records) list.push(r);
+                list.push(p.rows);
                 byTopic.set(p.topic, list);
                 records += p.records.length;
               }
-              await appendInTransaction(tx, byTopic);
+              const topics = [...byTopic.keys()].sort();
+              await appendRows(
+                tx,
+                topics.map((t) => [t, () => byTopic.get(t)!.join(',')] as const),
+              );
               return { written: new Set(live), deferred, started, records };
             },
             { urgent: true },

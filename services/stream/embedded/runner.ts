@@ -127,11 +127,16 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
       });
       const outputs = this.outputsOf(records, outcomes, emitted);
-      // The queryable copy of the batch's dead letters (domain/dead-letter.ts), in the same transaction.
-      await recordDeadLetters(tx, (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter)));
-      await appendInTransaction(tx, outputs);
-      if (processor.store) await flushTableStore(tx, processor.store.name, store);
-      await commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset);
+      const letters = (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter));
+      // The batch's writes sent without waiting for one another (their order does not matter inside the transaction):
+      // the store runs the first while the next ones' rows are serialised here. The queryable copy of the batch's dead
+      // letters (domain/dead-letter.ts) is among them.
+      await Promise.all([
+        recordDeadLetters(tx, letters),
+        appendInTransaction(tx, outputs),
+        processor.store ? flushTableStore(tx, processor.store.name, store) : undefined,
+        commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset),
+      ]);
       return { outcomes, store, offset: batch.at(-1)!.offset };
     });
     if (!result) {
