@@ -87,15 +87,19 @@ type ProducedMessage = MessageToProduce<Buffer, Buffer, Buffer, Buffer>;
 type Transaction = Awaited<ReturnType<BufferProducer['beginTransaction']>>;
 
 /** Kafka's answers meaning "a newer producer owns this transactional.id" (or this one may not use it any more). */
-const FENCED = ['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED'];
-const isFenced = (err: unknown): boolean => searchable(err) && FENCED.some((id) => err.findBy('apiId', id));
+/** Whether one of the errors in the client's chain is one of these answers of Kafka's. */
+const answeredWith =
+  (ids: readonly string[]) =>
+  (err: unknown): boolean =>
+    searchable(err) && ids.some((id) => err.findBy('apiId', id));
+
+const isFenced = answeredWith(['PRODUCER_FENCED', 'INVALID_PRODUCER_EPOCH', 'TRANSACTIONAL_ID_AUTHORIZATION_FAILED']);
 
 /**
  * Kafka's refusal of offsets committed in a generation the group has already left behind (ILLEGAL_GENERATION), or while
  * it rebalances (REBALANCE_IN_PROGRESS): the member's own heartbeat meets the same answer and rejoins by itself.
  */
-export const refusedForGeneration = (err: unknown): boolean =>
-  searchable(err) && (Boolean(err.findBy('apiId', 'ILLEGAL_GENERATION')) || Boolean(err.findBy('apiId', 'REBALANCE_IN_PROGRESS')));
+export const refusedForGeneration = answeredWith(['ILLEGAL_GENERATION', 'REBALANCE_IN_PROGRESS']);
 
 /** Whether the client judges a failure worth another try: none of the errors in its chain says otherwise. */
 const canRetry = (err: unknown): boolean => searchable(err) && !err.findBy('canRetry', false);

@@ -66,15 +66,15 @@ function rowsJson(records: readonly LogAppend[]): string {
 
 /**
  * Sends each topic's lock and insert without waiting for the statements before: the store runs them (on PGlite, on
- * its own thread) while the next topic's records are serialised here. `rows` is called in turn, topics in the order
- * given: the caller sorts them, so two transactions take the topics' locks in the same order and never deadlock.
+ * its own thread) while the next topic's records are serialised here (each topic's `rows`, called in turn). Topics in
+ * sorted order, so two transactions take the topics' locks in the same order and never deadlock.
  */
-async function appendRows(tx: Sql, topics: ReadonlyArray<readonly [TopicName, () => string]>): Promise<void> {
+async function appendRows(tx: Sql, rowsByTopic: ReadonlyMap<TopicName, () => string>): Promise<void> {
   const sent: Promise<unknown>[] = [];
   try {
-    for (const [topic, rows] of topics) {
+    for (const topic of [...rowsByTopic.keys()].sort()) {
       sent.push(tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]));
-      sent.push(tx.query(APPEND, [topic, `[${rows()}]`]));
+      sent.push(tx.query(APPEND, [topic, `[${rowsByTopic.get(topic)!()}]`]));
     }
   } catch (err) {
     // A record that does not serialise: what was sent fails with the transaction; wait for it before saying so.
@@ -90,11 +90,9 @@ async function appendRows(tx: Sql, topics: ReadonlyArray<readonly [TopicName, ()
  * transaction (a stage's input is: it was read there).
  */
 export async function appendInTransaction(tx: Sql, batches: ReadonlyMap<TopicName, readonly LogAppend[]>): Promise<void> {
-  const topics = [...batches.keys()].filter((t) => batches.get(t)!.length > 0).sort();
-  await appendRows(
-    tx,
-    topics.map((t) => [t, () => rowsJson(batches.get(t)!)] as const),
-  );
+  const rows = new Map<TopicName, () => string>();
+  for (const [topic, records] of batches) if (records.length > 0) rows.set(topic, () => rowsJson(records));
+  await appendRows(tx, rows);
 }
 
 /** A commit's cost beside its records (BEGIN, locks, COMMIT), and the time left for the answer after it (ms). */
@@ -157,11 +155,7 @@ export class EmbeddedLog implements EventLogProducer {
                 byTopic.set(p.topic, list);
                 records += p.records.length;
               }
-              const topics = [...byTopic.keys()].sort();
-              await appendRows(
-                tx,
-                topics.map((t) => [t, () => byTopic.get(t)!.join(',')] as const),
-              );
+              await appendRows(tx, new Map([...byTopic].map(([topic, groups]) => [topic, () => groups.join(',')])));
               return { written: new Set(live), deferred, started, records };
             },
             { urgent: true },
