@@ -8,6 +8,7 @@
 import { compactExplanation, type AttributionKind, type ConversionExplanation, type ConversionReady, type FieldExplanation, type PlatformEventRecord } from '../domain/conversion.js';
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../shared/db/db.js';
+import { joinJsonTexts, jsonText, splitJsonTexts } from '../shared/db/json-texts.js';
 import type { ConsentState } from '../domain/envelope.js';
 import type { PiiMode } from '../domain/forwarding-setup.js';
 import type { ClusterReads } from './steps/link-identities.js';
@@ -61,22 +62,19 @@ export function explain(
 export async function saveExplanations(sql: Sql, conversions: readonly ConversionReady[]): Promise<void> {
   const rows = conversions.flatMap((conversion) => (conversion.explanation ? [{ conversion, explanation: conversion.explanation }] : []));
   if (rows.length === 0) return;
+  // The keys as text[], the two documents of each row as texts of JSON documents (shared/db/json-texts.ts).
   await sql.query(
     `INSERT INTO conversion_explanations (workspace_id, key_mode, event_id, record, explanation)
-     SELECT workspace_id, key_mode, event_id, record, explanation
-     FROM json_to_recordset($1::json) AS t(workspace_id text, key_mode text, event_id text, record json, explanation json)
+     SELECT w, m, e, r::json, x::json
+     FROM unnest($1::text[], $2::text[], $3::text[], ${splitJsonTexts('$4')}, ${splitJsonTexts('$5')}) AS t(w, m, e, r, x)
      ON CONFLICT (workspace_id, key_mode, event_id) DO UPDATE SET
        record = EXCLUDED.record, explanation = EXCLUDED.explanation, created_at = now()`,
     [
-      JSON.stringify(
-        rows.map((r) => ({
-          workspace_id: r.conversion.workspace_id,
-          key_mode: r.conversion.key_mode,
-          event_id: r.conversion.event_id,
-          record: r.conversion.record,
-          explanation: compactExplanation(r.explanation, r.conversion.record),
-        })),
-      ),
+      rows.map((r) => r.conversion.workspace_id),
+      rows.map((r) => r.conversion.key_mode),
+      rows.map((r) => r.conversion.event_id),
+      joinJsonTexts(rows.map((r) => jsonText(r.conversion.record))),
+      joinJsonTexts(rows.map((r) => jsonText(compactExplanation(r.explanation, r.conversion.record)))),
     ],
   );
 }

@@ -6,6 +6,7 @@
  */
 import { forFirstTiktok, ledgerEventId, type ConversionReady } from '../domain/conversion.js';
 import type { Sql } from '../shared/db/db.js';
+import { joinJsonTexts, jsonText, splitJsonTexts } from '../shared/db/json-texts.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import { saveExplanations } from '../enrich/explanation.js';
 import type { ConnectionStatus } from './connection-repo.js';
@@ -173,8 +174,8 @@ export async function fileIntoOutbox(
   if (toQueue.length > 0) {
     const ins = await tx.query<{ workspace_id: string; event_id: string }>(
       `INSERT INTO forward_outbox (workspace_id, event_id, event_source, event_source_id, test_event_code, record, received_at, request_id)
-       SELECT w, e, s, p, t, r, to_timestamp(at / 1000.0), q
-       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::json[], $7::double precision[], $8::text[])
+       SELECT w, e, s, p, t, r::json, to_timestamp(at / 1000.0), q
+       FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], ${splitJsonTexts('$6')}, $7::double precision[], $8::text[])
          AS u(w, e, s, p, t, r, at, q)
        ON CONFLICT (workspace_id, event_id) DO NOTHING
        RETURNING workspace_id, event_id`,
@@ -184,7 +185,8 @@ export async function fileIntoOutbox(
         toQueue.map((q) => q.c.event_source),
         toQueue.map((q) => q.c.event_source_id),
         toQueue.map((q) => q.c.test_event_code ?? ''),
-        toQueue.map((q) => JSON.stringify(q.c.record)),
+        // The records as one text of JSON documents, not a json[] (each escaped into the array's text): json-texts.ts.
+        joinJsonTexts(toQueue.map((q) => jsonText(q.c.record))),
         toQueue.map((q) => q.c.received_at),
         toQueue.map((q) => (typeof q.c.request_id === 'string' ? q.c.request_id : null)),
       ],

@@ -116,6 +116,8 @@ describe('appends: what is written is read back as it was', () => {
     { key: 'n', value: null },
     { key: 'a', value: ['top', 'level', 'array'] },
     { key: 's', value: 'a plain string' },
+    // The values travel joined by U+001E (shared/db/json-texts.ts): one inside a value, or a key, changes nothing.
+    { key: 'sep\x1ein key', value: { s: 'a \x1e separator, \u001f and a newline\n inside', list: ['\x1e', ''] } },
   ];
 
   it('several topics in one transaction: each topic its own records, in order, values exactly as given', async () => {

@@ -6,6 +6,7 @@
 import { EventEmitter } from 'node:events';
 import type { Db, Sql } from '../../shared/db/db.js';
 import { toNumber } from '../../shared/db/db.js';
+import { jsonText, joinJsonTexts, splitJsonTexts } from '../../shared/db/json-texts.js';
 import type { TopicName } from '../../shared/topics.js';
 import { NotDurableError, type EventLogProducer, type ProducedRecord, takeGroup } from '../log.js';
 
@@ -13,7 +14,7 @@ interface PendingAppend {
   readonly topic: TopicName;
   readonly records: readonly ProducedRecord[];
   /** The records serialised for the append statement when they were handed over, outside the store's transaction. */
-  readonly rows: string;
+  readonly rows: AppendRows;
   readonly deadline: number;
   /** Set when a transaction started writing it: from then on it commits (or fails) with that transaction. */
   started: boolean;
@@ -46,22 +47,52 @@ export interface LogAppend extends ProducedRecord {
   readonly sameAs?: { readonly topic: TopicName; readonly offset: number };
 }
 
+/** A topic's records as the append statement takes them: keys, values serialised (jsonText), the copies' sources. */
+interface AppendRows {
+  readonly keys: string[];
+  readonly values: string[];
+  /** Per record, the topic and offset of the record it copies (sameAs), or null; undefined when none is a copy. */
+  copies?: { readonly topics: Array<string | null>; readonly offsets: Array<number | null> };
+}
+
 /**
- * The statement of an append: ONE JSON text of {k, v} objects (or {k, t, o}: a copy of the record at offset o of
- * topic t), not array parameters, which PGlite escapes element by element and parses back. json_to_recordset reads
- * each element once, where operators on each element (`e->1`, `e->>2`) scan its text again each (docs/decisions.md).
- * ORDINALITY keeps the offsets in the order of the records. The value column is json on PGlite and jsonb on Postgres
- * (migration 0020): json goes into both. A JSON null comes out of the record as SQL NULL: kept as the JSON null it was.
+ * The statement of an append: the keys as a text[], the values as ONE text of JSON documents (shared/db/json-texts.ts:
+ * each document's bytes read twice, not three times as in a JSON array of them), and for the copies of records already
+ * in the log (`sameAs`) the source's topic and offset, whose value the store copies itself. ORDINALITY keeps the
+ * offsets in the order of the records. The value column is json on PGlite and jsonb on Postgres (migration 0020):
+ * json goes into both.
  */
 const APPEND = `INSERT INTO log_records (topic, key, value)
-  SELECT $1, r.k, CASE WHEN r.t IS NULL THEN COALESCE(r.v, 'null'::json)
+  SELECT $1, r.k, CASE WHEN r.o IS NULL THEN r.v::json
                        ELSE (SELECT l.value::json FROM log_records l WHERE l.topic = r.t AND l."offset" = r.o) END
-  FROM ROWS FROM (json_to_recordset($2::json) AS (k text, v json, t text, o bigint)) WITH ORDINALITY AS r(k, v, t, o, i)
+  FROM unnest($2::text[], ${splitJsonTexts('$3')}, $4::text[], $5::bigint[]) WITH ORDINALITY AS r(k, v, t, o, i)
   ORDER BY r.i`;
 
-/** Records as the append statement reads them, without the array's brackets (so that groups join with a comma). */
-function rowsJson(records: readonly LogAppend[]): string {
-  return JSON.stringify(records.map((r) => (r.sameAs ? { k: r.key, t: r.sameAs.topic, o: r.sameAs.offset } : { k: r.key, v: r.value }))).slice(1, -1);
+/** Records as the append statement takes them; a copy's value is not serialised (a placeholder stands for it). */
+function appendRowsOf(records: readonly LogAppend[]): AppendRows {
+  const rows: AppendRows = { keys: [], values: [] };
+  records.forEach((r, i) => {
+    rows.keys.push(r.key);
+    rows.values.push(r.sameAs ? 'null' : jsonText(r.value));
+    if (!r.sameAs) return;
+    rows.copies ??= { topics: new Array<string | null>(records.length).fill(null), offsets: new Array<number | null>(records.length).fill(null) };
+    rows.copies.topics[i] = r.sameAs.topic;
+    rows.copies.offsets[i] = r.sameAs.offset;
+  });
+  return rows;
+}
+
+/** Several appends' rows of one topic as one (the group commit's), in order. */
+function concatRows(all: readonly AppendRows[]): AppendRows {
+  if (all.length === 1) return all[0]!;
+  const rows: AppendRows = { keys: all.flatMap((r) => r.keys), values: all.flatMap((r) => r.values) };
+  if (all.some((r) => r.copies)) {
+    rows.copies = {
+      topics: all.flatMap((r) => r.copies?.topics ?? r.keys.map(() => null)),
+      offsets: all.flatMap((r) => r.copies?.offsets ?? r.keys.map(() => null)),
+    };
+  }
+  return rows;
 }
 
 /**
@@ -69,12 +100,13 @@ function rowsJson(records: readonly LogAppend[]): string {
  * its own thread) while the next topic's records are serialised here (each topic's `rows`, called in turn). Topics in
  * sorted order, so two transactions take the topics' locks in the same order and never deadlock.
  */
-async function appendRows(tx: Sql, rowsByTopic: ReadonlyMap<TopicName, () => string>): Promise<void> {
+async function appendRows(tx: Sql, rowsByTopic: ReadonlyMap<TopicName, () => AppendRows>): Promise<void> {
   const sent: Promise<unknown>[] = [];
   try {
     for (const topic of [...rowsByTopic.keys()].sort()) {
       sent.push(tx.query('SELECT pg_advisory_xact_lock($1)', [topicLockId(topic)]));
-      sent.push(tx.query(APPEND, [topic, `[${rowsByTopic.get(topic)!()}]`]));
+      const rows = rowsByTopic.get(topic)!();
+      sent.push(tx.query(APPEND, [topic, rows.keys, joinJsonTexts(rows.values), rows.copies?.topics ?? null, rows.copies?.offsets ?? null]));
     }
   } catch (err) {
     // A record that does not serialise: what was sent fails with the transaction; wait for it before saying so.
@@ -90,8 +122,8 @@ async function appendRows(tx: Sql, rowsByTopic: ReadonlyMap<TopicName, () => str
  * transaction (a stage's input is: it was read there).
  */
 export async function appendInTransaction(tx: Sql, batches: ReadonlyMap<TopicName, readonly LogAppend[]>): Promise<void> {
-  const rows = new Map<TopicName, () => string>();
-  for (const [topic, records] of batches) if (records.length > 0) rows.set(topic, () => rowsJson(records));
+  const rows = new Map<TopicName, () => AppendRows>();
+  for (const [topic, records] of batches) if (records.length > 0) rows.set(topic, () => appendRowsOf(records));
   await appendRows(tx, rows);
 }
 
@@ -119,7 +151,7 @@ export class EmbeddedLog implements EventLogProducer {
     if (this.closed) return Promise.reject(new NotDurableError('log is closed'));
     if (records.length === 0) return Promise.resolve();
     return new Promise<void>((resolve, reject) => {
-      const pending: PendingAppend = { topic, records, rows: rowsJson(records), deadline, started: false, expired: false, resolve, reject };
+      const pending: PendingAppend = { topic, records, rows: appendRowsOf(records), deadline, started: false, expired: false, resolve, reject };
       // Answer at the deadline even while the store is busy; the transaction that later reaches it skips it.
       pending.timer = setTimeout(() => {
         if (pending.started) return;
@@ -147,7 +179,7 @@ export class EmbeddedLog implements EventLogProducer {
                 p.started = true;
                 clearTimeout(p.timer);
               }
-              const byTopic = new Map<TopicName, string[]>();
+              const byTopic = new Map<TopicName, AppendRows[]>();
               let records = 0;
               for (const p of live) {
                 const list = byTopic.get(p.topic) ?? [];
@@ -155,7 +187,7 @@ export class EmbeddedLog implements EventLogProducer {
                 byTopic.set(p.topic, list);
                 records += p.records.length;
               }
-              await appendRows(tx, new Map([...byTopic].map(([topic, groups]) => [topic, () => groups.join(',')])));
+              await appendRows(tx, new Map([...byTopic].map(([topic, groups]) => [topic, () => concatRows(groups)])));
               return { written: new Set(live), deferred, started, records };
             },
             { urgent: true },

@@ -10,7 +10,7 @@ import { Topics } from '../../shared/topics.js';
 import { ok, type Stage } from '../contract.js';
 import { EmbeddedLog } from './log.js';
 import { EmbeddedStageRunner } from './runner.js';
-import { TableStoreCache } from './table-store.js';
+import { flushTableStore, TableStoreCache } from './table-store.js';
 
 const DAY = 24 * 3600_000;
 
@@ -95,5 +95,29 @@ describe('the embedded store between batches', () => {
       expect(await t.get('x')).toEqual({ n: 7 });
     });
     expect(cache.size).toBe(2);
+  });
+
+  it('writes each entry exactly as given (awkward values, a separator inside one), and deletes the deleted ones', async () => {
+    const cache = new TableStoreCache<unknown>('awkward');
+    const values: Record<string, unknown> = {
+      a: { s: 'a \x1e separator, "quotes", \\ and 🙂', n: [1.5, null, { deep: '' }] },
+      'key\x1ewith separator': ['top', 'level'],
+      c: 'a plain string',
+      d: 0,
+    };
+    await db.transaction(async (tx) => {
+      const t = cache.transaction(tx);
+      for (const [k, v] of Object.entries(values)) await t.put(k, v);
+      await flushTableStore(tx, 'awkward', t);
+    });
+    await db.transaction(async (tx) => {
+      const t = cache.transaction(tx);
+      t.delete('c');
+      await t.put('d', { d: 1 });
+      await flushTableStore(tx, 'awkward', t);
+    });
+    const r = await db.query<{ key: string; value: string }>("SELECT key, value::text AS value FROM state_store WHERE store = 'awkward' ORDER BY key");
+    const stored = Object.fromEntries(r.rows.map((row) => [row.key, JSON.parse(row.value) as unknown]));
+    expect(stored).toEqual({ a: values.a, 'key\x1ewith separator': values['key\x1ewith separator'], d: { d: 1 } });
   });
 });

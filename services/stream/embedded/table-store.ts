@@ -5,6 +5,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { msInterval as ms, type Sql } from '../../shared/db/db.js';
+import { joinJsonTexts, jsonText, splitJsonTexts } from '../../shared/db/json-texts.js';
 import { StoreTransaction } from '../store.js';
 
 /**
@@ -92,20 +93,23 @@ export function tableStoreTransaction<S>(sql: Sql, store: string, known?: LRUCac
 
 /** Writes a batch's store changes (null: delete) in the caller's transaction. */
 export async function flushTableStore<S>(sql: Sql, store: string, tx: StoreTransaction<S>): Promise<void> {
-  const puts: Array<{ k: string; v: S }> = [];
+  const keys: string[] = [];
+  const values: string[] = [];
   const deletes: string[] = [];
   for (const [key, value] of tx.changes()) {
     if (value === null) deletes.push(key);
-    else puts.push({ k: key, v: value });
+    else {
+      keys.push(key);
+      values.push(jsonText(value));
+    }
   }
-  if (puts.length > 0) {
-    // One JSON text of {k, v} objects, read once by json_to_recordset (cheaper than two array parameters on PGlite,
-    // and than operators on each element: see log.ts).
+  if (keys.length > 0) {
+    // The values as one text of JSON documents (shared/db/json-texts.ts, as the log's appends: log.ts).
     await sql.query(
       `INSERT INTO state_store (store, key, value, updated_at)
-       SELECT $1, t.k, COALESCE(t.v, 'null'::json), now() FROM json_to_recordset($2::json) AS t(k text, v json)
+       SELECT $1, t.k, t.v::json, now() FROM unnest($2::text[], ${splitJsonTexts('$3')}) AS t(k, v)
        ON CONFLICT (store, key) DO UPDATE SET value = EXCLUDED.value, updated_at = now()`,
-      [store, JSON.stringify(puts)],
+      [store, keys, joinJsonTexts(values)],
     );
   }
   if (deletes.length > 0) await sql.query('DELETE FROM state_store WHERE store = $1 AND key = ANY($2::text[])', [store, deletes]);
