@@ -54,9 +54,10 @@ export interface ConversionReady {
   readonly record: PlatformEventRecord;
   /**
    * Why each user field went or not ("why this field", docs/privacy.md): built by enrich, stored by the forwarder's
-   * filing with the conversion (off enrich's hot path), read by GET …/conversions/{event_id}. Never sent.
+   * filing with the conversion (off enrich's hot path), read by GET …/conversions/{event_id}. Never sent. Compact as
+   * enrich builds it (compactExplanation: the values the record holds left out); expandExplanation gives it whole.
    */
-  readonly explanation?: ConversionExplanation;
+  readonly explanation?: CarriedExplanation;
 }
 
 export type AttributionKind = 'event_click' | 'graph_click' | 'enhanced' | 'none';

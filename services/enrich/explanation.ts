@@ -8,7 +8,7 @@
 import { compactExplanation, type AttributionKind, type ConversionExplanation, type ConversionReady, type FieldExplanation, type PlatformEventRecord } from '../domain/conversion.js';
 import { LRUCache } from 'lru-cache';
 import type { Sql } from '../shared/db/db.js';
-import { joinJsonTexts, jsonText, splitJsonTexts } from '../shared/db/json-texts.js';
+import { joinJsonTexts, jsonText, splitJsonTexts, unchangingJsonText } from '../shared/db/json-texts.js';
 import type { ConsentState } from '../domain/envelope.js';
 import type { PiiMode } from '../domain/forwarding-setup.js';
 import type { ClusterReads } from './steps/link-identities.js';
@@ -73,7 +73,7 @@ export async function saveExplanations(sql: Sql, conversions: readonly Conversio
       rows.map((r) => r.conversion.workspace_id),
       rows.map((r) => r.conversion.key_mode),
       rows.map((r) => r.conversion.event_id),
-      joinJsonTexts(rows.map((r) => jsonText(r.conversion.record))),
+      joinJsonTexts(rows.map((r) => unchangingJsonText(r.conversion.record))),
       joinJsonTexts(rows.map((r) => jsonText(compactExplanation(r.explanation, r.conversion.record)))),
     ],
   );

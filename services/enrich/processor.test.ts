@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ConversionReady } from '../domain/conversion.js';
+import { expandExplanation, type ConversionReady } from '../domain/conversion.js';
 import type { Db } from '../shared/db/db.js';
 import { openDatabase } from '../shared/db/open.js';
 import { derivedEventId } from '../domain/event-id.js';
@@ -83,6 +83,10 @@ describe('enrich: the platform record', () => {
       'user.user_agent:event',
       'page.url:event',
     ]);
+    // Carried compact (the values the record holds left out), whole again beside its record.
+    expect(explanation).toMatchObject({ values_from_record: true });
+    expect(explanation!.fields.every((f) => f.value === undefined)).toBe(true);
+    expect(expandExplanation(explanation!, built.record).fields.find((f) => f.field === 'user.ttclid')).toMatchObject({ value: 'E.C.P.abc123' });
     expect(built).toEqual({
       v: 1,
       workspace_id: ws,

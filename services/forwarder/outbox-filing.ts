@@ -6,7 +6,7 @@
  */
 import { forFirstTiktok, ledgerEventId, type ConversionReady } from '../domain/conversion.js';
 import type { Sql } from '../shared/db/db.js';
-import { joinJsonTexts, jsonText, splitJsonTexts } from '../shared/db/json-texts.js';
+import { joinJsonTexts, splitJsonTexts, unchangingJsonText } from '../shared/db/json-texts.js';
 import { erasedConversions } from '../enrich/identity/erasure-filter.js';
 import { saveExplanations } from '../enrich/explanation.js';
 import type { ConnectionStatus } from './connection-repo.js';
@@ -186,7 +186,7 @@ export async function fileIntoOutbox(
         toQueue.map((q) => q.c.event_source_id),
         toQueue.map((q) => q.c.test_event_code ?? ''),
         // The records as one text of JSON documents, not a json[] (each escaped into the array's text): json-texts.ts.
-        joinJsonTexts(toQueue.map((q) => jsonText(q.c.record))),
+        joinJsonTexts(toQueue.map((q) => unchangingJsonText(q.c.record))),
         toQueue.map((q) => q.c.received_at),
         toQueue.map((q) => (typeof q.c.request_id === 'string' ? q.c.request_id : null)),
       ],

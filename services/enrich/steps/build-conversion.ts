@@ -3,7 +3,7 @@
  * ad accounts' time zones come from memory (a short TTL) or ONE query for the workspaces not in memory.
  */
 import { propertiesOf } from '../../domain/commerce.js';
-import type { ConversionReady, PlatformEventRecord, PlatformUser } from '../../domain/conversion.js';
+import { compactExplanation, type ConversionReady, type PlatformEventRecord, type PlatformUser } from '../../domain/conversion.js';
 import type { Sql } from '../../shared/db/db.js';
 import type { AttributionKind } from '../attribution.js';
 import type { EnrichItem } from '../item.js';
@@ -82,6 +82,8 @@ function build(
     test_event_code: selection.testEventCode,
     event_name: e.name,
     record,
-    explanation: explain(record, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)),
+    // Compact (the values the record holds left out), as conversions.ready carries it on both runtimes and as
+    // conversion_explanations stores it: ~20% of the record's bytes fewer to write, read and parse.
+    explanation: compactExplanation(explain(record, e.consent, setup.pii_mode, attribution, reads, Boolean(e.session?.user_agent)), record),
   };
 }

@@ -26,3 +26,19 @@ export function jsonText(value: unknown): string {
 export function joinJsonTexts(texts: readonly string[]): string {
   return texts.join(SEPARATOR);
 }
+
+const texts = new WeakMap<object, string>();
+
+/**
+ * jsonText of an object that is never changed once built (a record as read from a topic: contract.ts), serialised once
+ * however many tables store it (the forwarder's filing stores a conversion's record in the outbox and beside its
+ * explanation).
+ */
+export function unchangingJsonText(value: object): string {
+  let text = texts.get(value);
+  if (text === undefined) {
+    text = jsonText(value);
+    texts.set(value, text);
+  }
+  return text;
+}
