@@ -3,6 +3,7 @@
  * inside its deadline; otherwise it is refused unwritten (503), never answered late.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import type { Db } from '../../shared/db/db.js';
 import { openDatabase } from '../../shared/db/open.js';
 import { Topics } from '../../shared/topics.js';
 import { NotDurableError } from '../log.js';
@@ -107,6 +108,22 @@ describe('appendInTransaction', () => {
   });
 });
 
+/** A transaction that holds the store until `open` is called: appends made meanwhile go in the next group commit. */
+async function holdStore(db: Db): Promise<{ open: () => void; holder: Promise<void> }> {
+  let open!: () => void;
+  let entered!: () => void;
+  const holding = new Promise<void>((r) => (entered = r));
+  const holder = db.transaction(
+    async () =>
+      new Promise<void>((r) => {
+        open = r;
+        entered();
+      }),
+  );
+  await holding;
+  return { open, holder };
+}
+
 describe('appends: what is written is read back as it was', () => {
   const opened = openDatabase({ inMemory: true });
   afterAll(async () => (await opened).close());
@@ -164,17 +181,7 @@ describe('appends: what is written is read back as it was', () => {
     const log = new EmbeddedLog(db);
     const deadline = Date.now() + 30_000;
     // The store held by a transaction: the appends queue up and the next group takes them all.
-    let open!: () => void;
-    let entered!: () => void;
-    const holding = new Promise<void>((r) => (entered = r));
-    const holder = db.transaction(
-      async () =>
-        new Promise<void>((r) => {
-          open = r;
-          entered();
-        }),
-    );
-    await holding;
+    const { open, holder } = await holdStore(db);
     const calls = [
       log.append(Topics.identityChanges, [awkward[0]!, awkward[1]!], deadline),
       log.append(Topics.conversionsReady, records(2, 'group-a'), deadline),
@@ -189,6 +196,32 @@ describe('appends: what is written is read back as it was', () => {
     );
     const ready = await log.read(Topics.conversionsReady, 0, 100);
     expect(ready.slice(-3).map((r) => r.key)).toEqual(['group-a-0', 'group-a-1', 'group-b-0']);
+    await log.close();
+  });
+
+  it('a group commit keeps a copy (sameAs) among whole records of other appends, each in its place', async () => {
+    const db = await opened;
+    const log = new EmbeddedLog(db);
+    const deadline = Date.now() + 30_000;
+    await log.append(Topics.eventsRaw, records(1, 'source'), deadline);
+    const [source] = (await log.read(Topics.eventsRaw, 0, 1000)).filter((r) => r.key === 'source-0');
+    const { open, holder } = await holdStore(db);
+    const copy = { key: 'copied', value: source!.value, sameAs: { topic: Topics.eventsRaw, offset: source!.offset } };
+    const calls = [
+      log.append(Topics.eventsDlq, records(2, 'before'), deadline),
+      log.append(Topics.eventsDlq, [copy], deadline),
+      log.append(Topics.eventsDlq, records(1, 'after'), deadline),
+    ];
+    open();
+    await holder;
+    await Promise.all(calls);
+    const dlq = (await log.read(Topics.eventsDlq, 0, 1000)).filter((r) => ['before-0', 'before-1', 'copied', 'after-0'].includes(r.key));
+    expect(dlq.map((r) => [r.key, r.value])).toEqual([
+      ['before-0', records(2, 'before')[0]!.value],
+      ['before-1', records(2, 'before')[1]!.value],
+      ['copied', source!.value],
+      ['after-0', records(1, 'after')[0]!.value],
+    ]);
     await log.close();
   });
 });
