@@ -124,7 +124,9 @@ export type CarriedExplanation = ConversionExplanation & { readonly values_from_
  * bytes), marked `values_from_record`. expandExplanation(compactExplanation(e, r), r) is e for every explanation:
  * one whose fields lack a value the record holds (which expansion would fill) is carried whole, unmarked.
  */
-export function compactExplanation(e: ConversionExplanation, record: PlatformEventRecord): CarriedExplanation {
+export function compactExplanation(e: CarriedExplanation, record: PlatformEventRecord): CarriedExplanation {
+  // Already compact (enrich builds it so): as it is, without walking its fields again.
+  if (e.values_from_record === true) return e;
   const fields = withRecordValues(e, record);
   if (fields.some(({ field, inRecord }) => field.value === undefined && inRecord !== undefined)) return e;
   return {

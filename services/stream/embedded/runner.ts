@@ -22,9 +22,11 @@ import { flushTableStore, purgeStoreRetention, TableStoreCache } from './table-s
 const STAGE_LOCK_CLASS = 7_312_405;
 /** The smallest batch the size adapts down to: below it a batch's fixed statements cost more than its records. */
 const MIN_BATCH = 100;
+/** The largest batch when the runner's options name none: the size adapts below it to maxBatchMs. */
+const DEFAULT_BATCH = 1_000;
 
 export interface RunnerOptions {
-  /** Most records in one batch (default 1,000: the size adapts below it to maxBatchMs). */
+  /** Most records in one batch (default DEFAULT_BATCH). */
   readonly batchSize?: number;
   /** Target duration of one batch's transaction (default 250 ms): the batch size adapts to it. */
   readonly maxBatchMs?: number;
@@ -54,7 +56,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   ) {
     this.stage = processor.name;
     this.now = opts.now ?? Date.now;
-    this.size = opts.batchSize ?? 1000;
+    this.size = opts.batchSize ?? DEFAULT_BATCH;
     this.storeCache = processor.store ? new TableStoreCache<S>(processor.store.name) : undefined;
     this.loop = new EmbeddedConsumerLoop({
       log,
@@ -160,7 +162,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
    */
   private adapt(elapsedMs: number, records: number): void {
     if (records < this.size) return;
-    const max = this.opts.batchSize ?? 1000;
+    const max = this.opts.batchSize ?? DEFAULT_BATCH;
     const suggested = Math.floor((this.size * (this.opts.maxBatchMs ?? 250)) / Math.max(elapsedMs, 1));
     this.size = Math.max(Math.min(MIN_BATCH, max), Math.min(max, Math.round((this.size + suggested) / 2)));
   }
