@@ -119,6 +119,12 @@ describe('delivery records', () => {
     expect(m).toMatchObject({ destination: dst, kind: 'meta', outcome: 'sent', attempts: 1, matchKeys: ['email', 'fbc', 'user_agent'], matchQuality: 5.5 });
     expect(m.payload).toMatchObject({ event_name: 'Purchase', event_id: c.event_id, user_data: { em: [H], fbc: `fb.1.${c.record.event_time * 1000}.FB1` } });
     expect(m.platformAnswer).toMatchObject({ http_status: 200, code: 0 });
+    // Of the conversion, each record keeps the identifiers an erasure matches on, not a second copy of the rest.
+    const kept = await rig.db.query<{ record: unknown }>('SELECT record FROM deliveries WHERE workspace_id = $1', [ws]);
+    expect(kept.rows.map((r) => (typeof r.record === 'string' ? JSON.parse(r.record) : r.record))).toEqual([
+      { user: { email: [H], ttclid: 'T1' } },
+      { user: { email: [H], ttclid: 'T1' } },
+    ]);
   });
 
   it('after a partial failure: the refused event has the platform\'s message, the others are sent', async () => {
@@ -226,5 +232,11 @@ describe('delivery records', () => {
     );
     expect(removed).toBe(2);
     expect([...(await records(ws)).keys()].sort()).toEqual([`meta ${bob.event_id}`, `tiktok ${bob.event_id}`]);
+    // By click id too: what a record keeps of its conversion is enough for every identifier an erasure names.
+    const byClick = await rig.db.transaction((tx) =>
+      deliveriesStep.run(tx, { erasureId: 'er_2', workspaceId: ws, requestedAt: Date.now(), nodes: [{ kind: 'ttclid', value: 'T2' }] }),
+    );
+    expect(byClick).toBe(2);
+    expect((await records(ws)).size).toBe(0);
   });
 });

@@ -4,6 +4,7 @@
  * request (`record`); the admin API and the console read them (`list`) and redrive the dead and refused ones
  * through their dead letters (`redrivable`). The TikTok path's destination is `tiktok`, the others' their id.
  */
+import type { PlatformEventRecord, PlatformUser } from '../domain/conversion.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import { msInterval as ms, toNumber } from '../shared/db/db.js';
 import { joinJsonTexts, jsonText, splitJsonTexts } from '../shared/db/json-texts.js';
@@ -14,6 +15,18 @@ import { matchQuality } from './metrics.js';
 
 export const DELIVERY_OUTCOMES = ['sent', 'refused', 'retrying', 'dead'] as const;
 export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
+
+/**
+ * What a delivery record keeps of the conversion it sent (column `record`): the identifiers an erasure matches it on
+ * (privacy/erasure-steps.ts, `record->'user'`), in the conversion's own shape. Nothing reads the rest (the payload as
+ * sent is its own column), so the page URL, user agent and properties are not stored a second time (docs/privacy.md).
+ */
+export function erasureKeys(record: PlatformEventRecord): { user: PlatformUser } {
+  const u = record.user;
+  if (u === undefined) return { user: {} };
+  const { email, phone, external_id, ttclid } = u;
+  return { user: { email, phone, external_id, ttclid } };
+}
 
 /** The workspace's first TikTok destination, as the destinations list names it. */
 export const TIKTOK_DESTINATION_ID = 'tiktok';
@@ -144,7 +157,7 @@ export class DeliveryRepo {
         attempts.map((a) => a.row.eventId),
         attempts.map((a) => a.outcome),
         joinJsonTexts(attempts.map((a) => jsonText(a.payload ?? null))),
-        joinJsonTexts(attempts.map((a) => jsonText(a.row.record))),
+        joinJsonTexts(attempts.map((a) => jsonText(erasureKeys(a.row.record)))),
         joinJsonTexts(attempts.map((a) => (a.answer === undefined ? '' : jsonText(a.answer)))),
         joinJsonTexts(attempts.map((a) => jsonText(a.match.keys))),
         attempts.map((a) => a.match.quality),
