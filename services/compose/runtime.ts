@@ -118,7 +118,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
       topicRecords: embeddedTopicRecords(db),
       redriveLog: {
         reappend: (tx, topic, records) => appendInTransaction(tx, new Map([[topic, records]])),
-        committed: (topic) => log.appended.emit('append', topic),
+        committed: (topic) => log.announce(topic),
       },
     },
     async start() {

@@ -132,8 +132,10 @@ const COMMIT_FIXED_MS = 5;
 const ANSWER_MARGIN_MS = 50;
 
 export class EmbeddedLog implements EventLogProducer {
-  /** Emits the topic name after each commit that appended to it (wakes in-process consumers). */
+  /** Emits the topic name after each commit that appended to it (wakes in-process consumers): see announce. */
   readonly appended = new EventEmitter();
+  /** Per topic, how many commits of this process appended to it (announce): a consumer's "anything since?". */
+  private readonly announced = new Map<TopicName, number>();
   private queue: PendingAppend[] = [];
   private flushing = false;
   /** The measured cost of committing one record (learnPace); starts at a typical machine's. */
@@ -201,9 +203,7 @@ export class EmbeddedLog implements EventLogProducer {
             if (written.has(p)) p.resolve();
             else if (!p.expired) p.reject(new NotDurableError('the log could not take the events within the deadline'));
           }
-          for (const topic of new Set(group.filter((p) => written.has(p)).map((p) => p.topic))) {
-            this.appended.emit('append', topic);
-          }
+          for (const topic of new Set(group.filter((p) => written.has(p)).map((p) => p.topic))) this.announce(topic);
         } catch (err) {
           const e = new NotDurableError(`log write failed: ${(err as Error).message}`);
           for (const p of group) p.reject(e);
@@ -262,8 +262,23 @@ export class EmbeddedLog implements EventLogProducer {
     }));
   }
 
-  /** Waits until something is appended to the topic, or the timeout. */
-  waitForAppend(topic: TopicName, timeoutMs: number, signal?: AbortSignal): Promise<void> {
+  /** After a commit that appended to the topic (in this process): wakes its consumers. */
+  announce(topic: TopicName): void {
+    this.announced.set(topic, (this.announced.get(topic) ?? 0) + 1);
+    this.appended.emit('append', topic);
+  }
+
+  /** How many commits of this process have appended to the topic: compare two readings to know if any did between. */
+  announcedTo(topic: TopicName): number {
+    return this.announced.get(topic) ?? 0;
+  }
+
+  /**
+   * Waits until something is appended to the topic, or the timeout. With `since` (an `announcedTo` reading taken
+   * before the caller last read the topic), it returns at once when an append was announced in between.
+   */
+  waitForAppend(topic: TopicName, timeoutMs: number, signal?: AbortSignal, since?: number): Promise<void> {
+    if (since !== undefined && this.announcedTo(topic) !== since) return Promise.resolve();
     return new Promise((resolve) => {
       const done = (): void => {
         clearTimeout(timer);

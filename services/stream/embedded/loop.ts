@@ -1,8 +1,8 @@
 /**
- * The consumer loop over the embedded log, for whatever consumes a topic batch by batch (the stage runner, the
- * forwarder's intake): step until the input is drained, then wait for an append (or `idleWaitMs`); back off on
- * errors; yield to the event loop between batches, and more while the gateway of the same process sheds requests
- * (shared/ingest-pressure.ts).
+ * The consumer loop over the embedded log, for whatever consumes a topic batch by batch (the stage runner): step
+ * until the input is drained (a step that finds nothing, or reads less than it asked for), then wait for an append
+ * (or `idleWaitMs`); back off on errors; yield to the event loop between batches, and more while the gateway of the
+ * same process sheds requests (shared/ingest-pressure.ts).
  */
 import type { TopicName } from '../../shared/topics.js';
 import { underIngestPressure } from '../../shared/ingest-pressure.js';
@@ -14,6 +14,11 @@ export interface LoopOptions {
   readonly topic: TopicName;
   /** One batch; returns how many input records it consumed. */
   readonly step: () => Promise<number>;
+  /**
+   * Whether the last step read fewer records than it asked for: the input was drained when it read, so the loop
+   * waits for the next append (or one announced since that read) rather than reading again to find nothing.
+   */
+  readonly drained?: () => boolean;
   /** Housekeeping between batches (never concurrent with one). */
   readonly between?: () => Promise<void>;
   readonly idleWaitMs?: number;
@@ -56,12 +61,16 @@ export class EmbeddedConsumerLoop {
       try {
         await this.opts.between?.();
         const started = performance.now();
+        // Taken before the step reads: an append announced after it wakes the wait below at once.
+        const since = this.opts.log.announcedTo(this.opts.topic);
         const n = await this.opts.step();
         backoff = 100;
-        if (n === 0) await this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal);
+        const idle = (): Promise<void> => this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal, since);
+        if (n === 0) await idle();
         // While the gateway of this process sheds requests, pause three times the batch's time: the stages slow
         // down, never stop.
         else if (underIngestPressure(PRESSURE_WINDOW_MS)) await sleep(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)), this.abort.signal);
+        else if (this.opts.drained?.()) await idle();
         // Otherwise yield once per batch: requests get parsed and their appends queue before the next transaction.
         else await new Promise((r) => setImmediate(r));
       } catch (err) {

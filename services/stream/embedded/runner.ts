@@ -45,6 +45,8 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private readonly loop: EmbeddedConsumerLoop;
   private readonly now: () => number;
   private initialised = false;
+  /** The last batch read fewer records than it asked for (the loop then waits for an append: loop.ts). */
+  private drainedAtRead = false;
   /** The stage's store rows this runner has read or written (table-store.ts). */
   private readonly storeCache: TableStoreCache<S> | undefined;
 
@@ -62,6 +64,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       log,
       topic: processor.input,
       step: () => this.step(),
+      drained: () => this.drainedAtRead,
       between: () => this.housekeeping(),
       idleWaitMs: opts.idleWaitMs,
       onError: (err) => opts.logger.error({ err, stage: processor.name }, 'stage batch failed; retrying'),
@@ -117,6 +120,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       const from = await committedOffset(tx, processor.name, processor.input);
       this.storeCache?.check(from);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
+      this.drainedAtRead = batch.length < this.size;
       if (batch.length === 0) return undefined;
       const store = this.storeCache?.transaction(tx) ?? new NoStore<S>();
       const records = batch.map((r) => this.inputOf(r));
@@ -139,7 +143,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         processor.store ? flushTableStore(tx, processor.store.name, store) : undefined,
         commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset),
       ]);
-      return { outcomes, store, offset: batch.at(-1)!.offset };
+      return { outcomes, store, offset: batch.at(-1)!.offset, appendedTo: [...outputs.keys()] };
     });
     if (!result) {
       consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
@@ -150,7 +154,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     const { outcomes } = result;
     this.adapt(performance.now() - started, outcomes.length);
     countStageRecords(processor.name, outcomes);
-    this.notifyDownstream();
+    this.notifyDownstream(result.appendedTo);
     processor.afterCommit?.(outcomes);
     return outcomes.length;
   }
@@ -196,9 +200,13 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     return outputs;
   }
 
-  private notifyDownstream(): void {
-    // Wake consumers of every topic: cheap, and stages need not know who reads their outputs.
-    for (const t of Object.values(Topics)) this.log.appended.emit('append', t);
+  /**
+   * Wakes the consumers of the topics the batch appended to (the stage need not know who reads them). Waking every
+   * topic's made each consumer with nothing new run an empty batch (a transaction, its lock and two reads) after
+   * every other stage's batch.
+   */
+  private notifyDownstream(topics: readonly TopicName[]): void {
+    for (const t of topics) this.log.announce(t);
   }
 }
 
