@@ -3,25 +3,15 @@
  * consumer with nothing new runs an empty batch: a transaction, its lock and two reads); and a runner that read less
  * than it asked for waits for the next append rather than reading again to find nothing.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { Db } from '../../shared/db/db.js';
-import { openDatabase } from '../../shared/db/open.js';
 import { silentLogger } from '../../shared/logger.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { dlq, drop, ok, type Stage } from '../contract.js';
-import { EmbeddedLog } from './log.js';
 import { EmbeddedStageRunner } from './runner.js';
+import { inMemoryLog } from '../../../test/helpers/embedded-log.js';
 
-let db: Db;
-let log: EmbeddedLog;
-beforeAll(async () => {
-  db = await openDatabase({ inMemory: true });
-  log = new EmbeddedLog(db);
-});
-afterAll(async () => {
-  await log?.close();
-  await db?.close();
-});
+const store = inMemoryLog();
 
 /** Passes `pass:` records on, drops `drop:` ones, dead-letters `bad:` ones. */
 function sorting(name: string): Stage<{ key: string }> {
@@ -40,27 +30,27 @@ function sorting(name: string): Stage<{ key: string }> {
 async function wokenBy(run: () => Promise<unknown>): Promise<TopicName[]> {
   const woken: TopicName[] = [];
   const listen = (t: TopicName): void => void woken.push(t);
-  log.appended.on('append', listen);
+  store.log.appended.on('append', listen);
   try {
     await run();
   } finally {
-    log.appended.off('append', listen);
+    store.log.appended.off('append', listen);
   }
   return woken;
 }
 
-const append = (keys: string[]) => log.append(Topics.eventsRaw, keys.map((key) => ({ key, value: { key } })), Date.now() + 10_000);
+const append = (keys: string[]) => store.log.append(Topics.eventsRaw, keys.map((key) => ({ key, value: { key } })), Date.now() + 10_000);
 
 describe('the embedded runner wakes', () => {
   it('the consumers of the topics a batch appended to, once each, and no others', async () => {
-    const runner = new EmbeddedStageRunner(db, log, sorting('sort-1'), { logger: silentLogger });
+    const runner = new EmbeddedStageRunner(store.db, store.log, sorting('sort-1'), { logger: silentLogger });
     await append(['pass:1', 'drop:2', 'bad:3', 'pass:4']);
     expect((await wokenBy(() => runner.drain())).sort()).toEqual([Topics.eventsDeduped, Topics.eventsDlq].sort());
-    expect((await db.query('SELECT count(*)::int AS n FROM log_records WHERE topic = $1', [Topics.eventsDeduped])).rows[0]).toEqual({ n: 2 });
+    expect((await store.db.query('SELECT count(*)::int AS n FROM log_records WHERE topic = $1', [Topics.eventsDeduped])).rows[0]).toEqual({ n: 2 });
   });
 
   it('nobody for a batch that appended nothing, nor for an input with nothing new', async () => {
-    const runner = new EmbeddedStageRunner(db, log, sorting('sort-2'), { logger: silentLogger });
+    const runner = new EmbeddedStageRunner(store.db, store.log, sorting('sort-2'), { logger: silentLogger });
     expect(await runner.drain()).toBeGreaterThan(0); // what the test before appended
     await append(['drop:5', 'drop:6']);
     expect(await wokenBy(() => runner.drain())).toEqual([]);
@@ -71,7 +61,7 @@ describe('the embedded runner wakes', () => {
 describe('the embedded runner, once its input is drained', () => {
   it('waits for the next append after a batch that read less than it asked for, without an empty read', async () => {
     let transactions = 0;
-    const counted = new Proxy(db, {
+    const counted = new Proxy(store.db, {
       get: (target, prop, receiver) =>
         prop === 'transaction'
           ? (...args: Parameters<Db['transaction']>) => {
@@ -82,7 +72,7 @@ describe('the embedded runner, once its input is drained', () => {
     });
     const stage = sorting('sort-3');
     let batches = 0;
-    const runner = new EmbeddedStageRunner(counted, log, { ...stage, processBatch: (r, ctx) => (batches++, stage.processBatch(r, ctx)) }, { logger: silentLogger, idleWaitMs: 60_000 });
+    const runner = new EmbeddedStageRunner(counted, store.log, { ...stage, processBatch: (r, ctx) => (batches++, stage.processBatch(r, ctx)) }, { logger: silentLogger, idleWaitMs: 60_000 });
     await runner.drain(); // what the tests before appended
     transactions = 0;
     await runner.start();
@@ -103,16 +93,16 @@ describe('the embedded runner, once its input is drained', () => {
   });
 
   it("an append announced since a reader's reading is not waited for", async () => {
-    const since = log.announcedTo(Topics.eventsRaw);
+    const since = store.log.announcedTo(Topics.eventsRaw);
     await append(['drop:11']);
     const waited = await Promise.race([
-      log.waitForAppend(Topics.eventsRaw, 60_000, undefined, since).then(() => 'returned'),
+      store.log.waitForAppend(Topics.eventsRaw, 60_000, undefined, since).then(() => 'returned'),
       new Promise((r) => setTimeout(() => r('waited'), 1_000)),
     ]);
     expect(waited).toBe('returned');
     // Without a reading, or with the current one, it waits for the next append.
-    const now = log.announcedTo(Topics.eventsRaw);
-    const wait = log.waitForAppend(Topics.eventsRaw, 60_000, undefined, now).then(() => 'returned');
+    const now = store.log.announcedTo(Topics.eventsRaw);
+    const wait = store.log.waitForAppend(Topics.eventsRaw, 60_000, undefined, now).then(() => 'returned');
     expect(await Promise.race([wait, new Promise((r) => setTimeout(() => r('waited'), 200))])).toBe('waited');
     await append(['drop:12']);
     expect(await wait).toBe('returned');
