@@ -17,6 +17,7 @@ import type { Logger } from '../shared/logger.js';
 import { topicSpecs } from '../shared/topics.js';
 import { EmbeddedLog } from '../stream/embedded/log.js';
 import { startRetention } from '../stream/embedded/retention.js';
+import { startVacuum } from '../stream/embedded/vacuum.js';
 import { EmbeddedStageRunner } from '../stream/embedded/runner.js';
 import { KafkaStageRunner } from '../stream/kafka/runner.js';
 import { DeadLetterRelay } from '../stream/kafka/dlq-relay.js';
@@ -90,6 +91,7 @@ export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
 function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): PipelineRuntime {
   const log = new EmbeddedLog(db);
   let retention: { stop(): void } | undefined;
+  let vacuum: { stop(): Promise<void> } | undefined;
   // One process holds the whole embedded pipeline: any stage role runs every stage.
   const runners = runs(config.role, 'dedupe', 'enrich', 'identity-sink', 'forwarder')
     ? stages().map((p) => new EmbeddedStageRunner(db, log, p, { logger: logger.child({ stage: p.name }) }))
@@ -125,11 +127,13 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
       for (const r of runners) await r.start();
       // The process that runs the stages also keeps the log within its topics' retention.
       if (runners.length > 0) retention = startRetention(db, logger, topicSpecs({ rawLogRetentionMs: config.rawLogRetentionMs }));
+      // PGlite has no autovacuum (stream/embedded/vacuum.ts); on Postgres the server's runs.
+      if (db.kind === 'pglite') vacuum = startVacuum(db, logger);
     },
     closeProducer: () => log.close(),
     async close() {
       retention?.stop();
-      await Promise.all(runners.map((r) => r.stop()));
+      await Promise.all([...runners.map((r) => r.stop()), vacuum?.stop()]);
     },
   };
 }

@@ -109,6 +109,14 @@ export const stateStorePurged = new Counter({
   registers: [registry],
 });
 
+export const embeddedVacuumDuration = new Histogram({
+  name: 'embedded_vacuum_duration_seconds',
+  help: 'VACUUMs the embedded runtime ran on its PGlite store (which has no autovacuum), by table: each holds the store up while it runs',
+  labelNames: ['table'] as const,
+  buckets: [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+  registers: [registry],
+});
+
 // ---- Kafka runtime (services/stream/kafka/*.ts) ----
 
 export const kafkaProduceDuration = new Histogram({
