@@ -66,7 +66,7 @@ async function measureGraph(packing: Packing, out: string): Promise<void> {
       return { e, scope: scopeOf(e), consent, nodes: graphInputOf(e, consent).nodes };
     });
     const tx = store.begin();
-    const state = await GraphState.load(tx, items.flatMap((it) => it.nodes.map((node) => ({ scope: it.scope, node }))), { maxClusterIdentifiers: 100 });
+    const state = await GraphState.load(tx, items.map((it) => ({ scope: it.scope, nodes: it.nodes })), { maxClusterIdentifiers: 100 });
     for (const it of items) state.link(it.scope, it.nodes, it.e.received_at, it.consent.graph ? pageDataOf(it.e) : null);
     await state.save();
     for (const [key, value] of tx.changes()) {

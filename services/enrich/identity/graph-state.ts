@@ -58,6 +58,11 @@ export interface ClusterState {
   /** Its click ids while they are at most INLINE_CLICKS (absent: none, or they are in the cluster's ClickListState). */
   clicks?: MemberState[];
   /**
+   * In the store only: whether its click ids are in a ClickListState of their own, so that a read looks for one only
+   * then. Absent or null in an entry written before the field: not known, and a read looks.
+   */
+  clicks_apart?: boolean | null;
+  /**
    * The node with the newest page data among those with a page location, and among all. In the store, `page_any` is
    * null when it is the same as `page_with_location` (most clusters: a web event brings both): never otherwise while
    * there is a `page_with_location`, which is also a candidate for `page_any`.
@@ -130,6 +135,8 @@ export const EPHEMERAL_RETENTION: Readonly<Record<string, number>> = {
  */
 export const nodeStoreKey = (scope: GraphScope, n: GraphNode): string => `${KIND_TAG[n.kind]}${SEP}${nodeIdOf(scope, n)}`;
 const nodeIdOfKey = (key: string): string => key.slice(2);
+/** The cluster a node founds: cluster-plan.ts's clusterIdFor is `c_` and the first 32 hex digits of the node id its key holds. */
+const foundedBy = (key: string): string => `c_${nodeIdOfKey(key).slice(0, 32)}`;
 const KIND_OF_TAG = new Map(Object.entries(KIND_TAG).map(([kind, tag]) => [tag, kind as GraphKind]));
 const kindOfKey = (key: string): GraphKind | undefined => KIND_OF_TAG.get(key[0]!);
 export const clusterStoreKey = (clusterId: string): string => `${CLUSTER_TAG}${SEP}${clusterId}`;
@@ -175,9 +182,13 @@ const emptyCluster = (): ClusterState => ({
   ad_user_data_withdrawn_at: null,
 });
 
-interface Touched {
+/** One event's part in a batch's load. */
+export interface TouchedEvent {
   readonly scope: GraphScope;
-  readonly node: GraphNode;
+  /** The nodes the event links, in the order it links them (identifiers.ts: highest priority first). */
+  readonly nodes: readonly GraphNode[];
+  /** Nodes it only looks up (a consent withdrawal's withheld identifiers find the clusters it applies to). */
+  readonly lookedUp?: readonly GraphNode[];
 }
 
 export interface GraphStateOptions {
@@ -201,6 +212,8 @@ export class GraphState implements ClusterReader {
   private readonly clickLists = new Map<string, MemberState[]>();
   private readonly dirtyClicks = new Set<string>();
   private readonly storedClicks = new Set<string>();
+  /** Cluster ids looked up in the store (found or not). */
+  private readonly askedClusters = new Set<string>();
   private readonly edges = new Map<string, EdgeRow>();
   private readonly merges: Array<{ from: string; into: string; scope: GraphScope }> = [];
   private readonly withdrawn = new Map<string, GraphScope>();
@@ -216,47 +229,81 @@ export class GraphState implements ClusterReader {
     private readonly opts: GraphStateOptions,
   ) {}
 
-  /** Reads the entries of the given nodes and of their clusters (following merges), in as few store reads as that takes. */
-  static async load(store: KeyValueStore<GraphEntry>, touched: readonly Touched[], opts: GraphStateOptions): Promise<GraphState> {
+  /**
+   * Reads what a batch of events touches: their nodes' entries, the clusters those lead to (following merges), and the
+   * cluster each event could found. An event founds at most one, named after the first of its merging nodes not in a
+   * cluster when it links (cluster-plan.ts); that one is read because a cluster merged away since must not be founded
+   * again under its id (foundable). A cluster's click list is read only when its summary says it has one. Each read is
+   * a lookup in a store of the whole partition, most of them for keys that are not there.
+   */
+  static async load(store: KeyValueStore<GraphEntry>, events: readonly TouchedEvent[], opts: GraphStateOptions): Promise<GraphState> {
     const state = new GraphState(store, opts);
-    const keys = touched.map((t) => state.keyOf(t.scope, t.node));
-    // cluster-plan.ts's clusterIdFor(node) is `c_` and the first 32 hex digits of the node id the key holds: no second hash.
-    return state.read(keys, keys.filter((_, n) => KIND_RULES[touched[n]!.node.kind].merges).map((k) => `c_${nodeIdOfKey(k).slice(0, 32)}`));
+    const linked = events.map((e) => e.nodes.map((n) => state.keyOf(e.scope, n)));
+    await state.read([...linked.flat(), ...events.flatMap((e) => (e.lookedUp ?? []).map((n) => state.keyOf(e.scope, n)))]);
+    // In batch order: a node that an earlier event of the batch links is in a cluster by the time a later one links.
+    const linkedBefore = new Set<string>();
+    const founding: string[] = [];
+    events.forEach((e, i) => {
+      const keys = linked[i]!;
+      const first = keys.find((k, j) => KIND_RULES[e.nodes[j]!.kind].merges && !linkedBefore.has(k) && !state.inCluster(k));
+      if (first !== undefined) founding.push(foundedBy(first));
+      for (const k of keys) linkedBefore.add(k);
+    });
+    await state.readClusters(founding);
+    return state;
   }
 
-  /** Reads node entries by key, the clusters they lead to and the given cluster ids. */
-  private async read(nodeKeys: readonly string[], founding: readonly string[]): Promise<GraphState> {
-    const state = this;
-    const store = this.store;
+  /** Reads node entries by key and the clusters they lead to (following merges). */
+  private async read(nodeKeys: readonly string[]): Promise<GraphState> {
     const keys = [...new Set(nodeKeys)];
-    if (keys.length === 0) return state;
-    const found = await store.getMany(keys);
+    if (keys.length === 0) return this;
+    const found = await this.store.getMany(keys);
     // Copies: the batch changes its entries in place, and the store's committed values must not see that before commit.
     for (const [k, v] of found) {
-      state.nodes.set(k, { ...(v as NodeState) });
-      state.storedLast.set(k, (v as NodeState).last_seen_at);
+      this.nodes.set(k, { ...(v as NodeState) });
+      this.storedLast.set(k, (v as NodeState).last_seen_at);
     }
-    // With the clusters the nodes point at, those an event could found (a merged one's id must not be founded again).
-    let wanted = [...new Set([...[...state.nodes.values()].map((n) => n.cluster), ...founding])];
+    await this.readClusters([...this.nodes.values()].map((n) => n.cluster));
+    return this;
+  }
+
+  /** A node's entry leads to a cluster (absent: a new node; gone: its cluster was erased or aged out). */
+  private inCluster(key: string): boolean {
+    const n = this.nodes.get(key);
+    return n !== undefined && this.root(n.cluster) !== undefined;
+  }
+
+  /** Reads cluster entries not read yet (and the click lists they have apart), then the clusters they were merged into. */
+  private async readClusters(ids: readonly string[]): Promise<void> {
+    const asked = this.askedClusters;
+    let wanted = [...new Set(ids)].filter((id) => !asked.has(id));
     while (wanted.length > 0) {
-      const got = await store.getMany([...wanted.map(clusterStoreKey), ...wanted.map(clickListStoreKey)]);
+      for (const id of wanted) asked.add(id);
+      const got = await this.store.getMany(wanted.map(clusterStoreKey));
       const next: string[] = [];
+      const apart: string[] = [];
       for (const id of wanted) {
         const stored = got.get(clusterStoreKey(id)) as ClusterState | undefined;
         if (!stored) continue;
-        const { clicks: inline, ...summary } = stored;
+        const { clicks: inline, clicks_apart: hasList, ...summary } = stored;
         const c: ClusterState = { ...summary, members: stored.members.map((m) => ({ ...m })), page_any: stored.page_any ?? stored.page_with_location };
-        state.clusters.set(id, c);
-        const list = got.get(clickListStoreKey(id)) as ClickListState | undefined;
-        if (list) state.storedClicks.add(id);
+        this.clusters.set(id, c);
         // Entries written before INLINE_CLICKS hold all of theirs inline: they move out on the cluster's next write.
-        const clicks = list?.clicks ?? inline ?? [];
-        if (clicks.length > 0) state.clickLists.set(id, clicks.map((m) => ({ ...m })));
-        if (c.into !== null && !state.clusters.has(c.into)) next.push(c.into);
+        if (inline && inline.length > 0) this.clickLists.set(id, inline.map((m) => ({ ...m })));
+        if (hasList !== false) apart.push(id);
+        if (c.into !== null && !this.clusters.has(c.into) && !asked.has(c.into)) next.push(c.into);
+      }
+      if (apart.length > 0) {
+        const lists = await this.store.getMany(apart.map(clickListStoreKey));
+        for (const id of apart) {
+          const list = lists.get(clickListStoreKey(id)) as ClickListState | undefined;
+          if (!list) continue;
+          this.storedClicks.add(id);
+          this.clickLists.set(id, list.clicks.map((m) => ({ ...m })));
+        }
       }
       wanted = [...new Set(next)];
     }
-    return state;
   }
 
   private keyOf(scope: GraphScope, n: GraphNode): string {
@@ -443,7 +490,7 @@ export class GraphState implements ClusterReader {
 
   /** Reads what an erasure record names: identifier entries by key, and the clusters they lead to. */
   static async loadKeys(store: KeyValueStore<GraphEntry>, nodeKeys: readonly string[], opts: GraphStateOptions): Promise<GraphState> {
-    return new GraphState(store, opts).read(nodeKeys, []);
+    return new GraphState(store, opts).read(nodeKeys);
   }
 
   /**
@@ -545,7 +592,7 @@ export class GraphState implements ClusterReader {
       }
       if (retention !== undefined && c.into === null) c.members = c.members.filter((m) => m.last_seen_at > this.newest - retention);
       const clicks = this.clicksOf(id);
-      const stored = samePage(c.page_any, c.page_with_location) ? { ...c, page_any: null } : c;
+      const stored = { ...c, page_any: samePage(c.page_any, c.page_with_location) ? null : c.page_any, clicks_apart: clicks.length > INLINE_CLICKS };
       await this.store.put(clusterStoreKey(id), clicks.length > 0 && clicks.length <= INLINE_CLICKS ? { ...stored, clicks } : stored);
     }
     // Every cluster whose click ids changed was touched too (setClicks' callers).

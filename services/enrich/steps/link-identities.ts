@@ -52,9 +52,10 @@ export function createLinkIdentitiesStep(deps: { readonly maxClusterIdentifiers:
     for (const i of items) for (const s of i.graph.skipped) identifiersSkipped.inc({ reason: s.reason });
     // An event that withholds consent adds nothing, but its identifiers find the clusters its withdrawal applies to.
     const touched = (i: EnrichItem) => (withdrawn(i) ? [...i.graph.nodes, ...i.graph.withheld] : i.graph.nodes);
-    const nodes = items.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node })));
-    const state = ctx.store ? await GraphState.load(ctx.store, nodes, deps) : undefined;
-    const graph: BatchGraph = state ?? (await loadGraph(ctx.sql, nodes, deps));
+    const state = ctx.store
+      ? await GraphState.load(ctx.store, items.map((i) => ({ scope: i.scope, nodes: i.graph.nodes, lookedUp: withdrawn(i) ? i.graph.withheld : undefined })), deps)
+      : undefined;
+    const graph: BatchGraph = state ?? (await loadGraph(ctx.sql, items.flatMap((i) => touched(i).map((node) => ({ scope: i.scope, node }))), deps));
     const reads = items.map((item, k) => {
       const { e, consent } = item;
       // Session data is kept under the same rule as the graph itself (ad_storage).

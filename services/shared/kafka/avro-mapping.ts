@@ -253,7 +253,8 @@ export const conversionDeadLetterMapping: TopicMapping<ConversionDeadLetterValue
 /**
  * Enrich's store entries (services/enrich/identity/graph-state.ts, event-id-claims.ts), kept structural here: a
  * cluster has `into`, a claim `claimed_at`, a click list `clicks` alone. A cluster without click ids of its own
- * writes its `clicks` field empty, and reads back without one.
+ * writes its `clicks` field empty, and reads back without one; one written before `clicks_apart` reads back without
+ * that (not known).
  */
 type GraphEntryValue = Record<string, unknown>;
 
@@ -271,8 +272,8 @@ export const identityStateMapping: TopicMapping<GraphEntryValue> = {
           : { ...NO_ENTRY, click_list: v },
   fromAvro: (a) => {
     if (a.cluster) {
-      const { clicks, ...cluster } = a.cluster as { clicks: unknown[] };
-      return (clicks.length > 0 ? a.cluster : cluster) as GraphEntryValue;
+      const { clicks, clicks_apart: apart, ...cluster } = a.cluster as { clicks: unknown[]; clicks_apart: boolean | null };
+      return { ...cluster, ...(clicks.length > 0 ? { clicks } : {}), ...(apart === null ? {} : { clicks_apart: apart }) };
     }
     return (a.node ?? a.claim ?? a.click_list) as GraphEntryValue;
   },

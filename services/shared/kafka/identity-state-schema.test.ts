@@ -17,6 +17,11 @@ import { AvroPacking, FramedAvroWriter } from './serde.js';
 const schema = JSON.parse(readFileSync(join(repoRoot(), 'schemas', 'identity-state.avsc'), 'utf8'));
 const type = avro.Type.forSchema(schema);
 const previous = avro.Type.forSchema({ ...schema, fields: schema.fields.filter((f: { name: string }) => f.name !== 'click_list') });
+/** The cluster record's fields, and the schema as it was before the cluster's `clicks_apart`. */
+const clusterFields = (s: typeof schema): Array<{ name: string; default?: unknown; type: unknown }> =>
+  s.fields.find((f: { name: string }) => f.name === 'cluster').type[1].fields;
+const beforeApart = structuredClone(schema);
+clusterFields(beforeApart).pop();
 const roundTrip = (v: Record<string, unknown>) => identityStateMapping.fromAvro(type.fromBuffer(type.toBuffer(identityStateMapping.toAvro(v))));
 
 const click = { kind: 'ttclid', value: 'E.C.P.1', first_seen_at: 1_000, last_seen_at: 2_000 };
@@ -26,7 +31,8 @@ const cluster = { into: null, members: [member], page_with_location: null, page_
 const ENTRIES: Array<[string, Record<string, unknown>]> = [
     ['an identifier', { cluster: 'c_1', first_seen_at: 1, last_seen_at: 2, page_location: 'https://shop.example/', user_agent: null, page_seen_at: 2 }],
     ['a cluster', cluster],
-    ['a cluster holding its click ids', { ...cluster, clicks: [click] }],
+    ['a cluster holding its click ids', { ...cluster, clicks: [click], clicks_apart: false }],
+    ['a cluster with its click ids apart', { ...cluster, clicks_apart: true }],
     ['a forward', { ...cluster, members: [], into: 'c_2' }],
     ['a click list', { clicks: [click] }],
     ['a claim', { claimed_at: 5 }],
@@ -47,6 +53,19 @@ describe('identity-state schema', () => {
     const old = previous.toBuffer({ node: null, cluster: { ...cluster, clicks: [click] }, claim: null });
     const resolver = type.createResolver(previous);
     expect(identityStateMapping.fromAvro(type.fromBuffer(old, resolver))).toEqual({ ...cluster, clicks: [click] });
+  });
+
+  it('reads a cluster written before clicks_apart without it (not known: its click list is looked for)', () => {
+    const older = avro.Type.forSchema(beforeApart);
+    const old = older.toBuffer({ node: null, cluster: { ...cluster, clicks: [click] }, claim: null, click_list: null });
+    const read = identityStateMapping.fromAvro(type.fromBuffer(old, type.createResolver(older)));
+    expect(read).toEqual({ ...cluster, clicks: [click] });
+    expect(read).not.toHaveProperty('clicks_apart');
+  });
+
+  it("adds the cluster's clicks_apart last, optional with default null (BACKWARD compatible)", () => {
+    expect(clusterFields(schema).at(-1)).toMatchObject({ name: 'clicks_apart', default: null, type: ['null', 'boolean'] });
+    expect(() => type.createResolver(avro.Type.forSchema(beforeApart))).not.toThrow();
   });
 
   it('adds click_list last, optional with default null (BACKWARD compatible)', () => {
