@@ -9,16 +9,22 @@ import { underIngestPressure } from '../../shared/ingest-pressure.js';
 import { sleep } from '../../shared/sleep.js';
 import type { EmbeddedLog } from './log.js';
 
+/** What one batch did. */
+export interface Step {
+  /** Input records consumed. */
+  readonly consumed: number;
+  /**
+   * It read fewer records than it asked for: the input was drained when it read, so the loop waits for the next
+   * append (or one announced since that read) rather than reading again to find nothing.
+   */
+  readonly drained: boolean;
+}
+
 export interface LoopOptions {
   readonly log: EmbeddedLog;
   readonly topic: TopicName;
-  /** One batch; returns how many input records it consumed. */
-  readonly step: () => Promise<number>;
-  /**
-   * Whether the last step read fewer records than it asked for: the input was drained when it read, so the loop
-   * waits for the next append (or one announced since that read) rather than reading again to find nothing.
-   */
-  readonly drained?: () => boolean;
+  /** One batch. */
+  readonly step: () => Promise<Step>;
   /** Housekeeping between batches (never concurrent with one). */
   readonly between?: () => Promise<void>;
   readonly idleWaitMs?: number;
@@ -49,9 +55,9 @@ export class EmbeddedConsumerLoop {
   async drain(): Promise<number> {
     let total = 0;
     for (;;) {
-      const n = await this.opts.step();
-      if (n === 0) return total;
-      total += n;
+      const { consumed } = await this.opts.step();
+      if (consumed === 0) return total;
+      total += consumed;
     }
   }
 
@@ -63,14 +69,14 @@ export class EmbeddedConsumerLoop {
         const started = performance.now();
         // Taken before the step reads: an append announced after it wakes the wait below at once.
         const since = this.opts.log.announcedTo(this.opts.topic);
-        const n = await this.opts.step();
+        const { consumed, drained } = await this.opts.step();
         backoff = 100;
         const idle = (): Promise<void> => this.opts.log.waitForAppend(this.opts.topic, this.opts.idleWaitMs ?? 500, this.abort.signal, since);
-        if (n === 0) await idle();
+        if (consumed === 0) await idle();
         // While the gateway of this process sheds requests, pause three times the batch's time: the stages slow
         // down, never stop.
         else if (underIngestPressure(PRESSURE_WINDOW_MS)) await sleep(Math.min(PRESSURE_MAX_PAUSE_MS, 3 * (performance.now() - started)), this.abort.signal);
-        else if (this.opts.drained?.()) await idle();
+        else if (drained) await idle();
         // Otherwise yield once per batch: requests get parsed and their appends queue before the next transaction.
         else await new Promise((r) => setImmediate(r));
       } catch (err) {

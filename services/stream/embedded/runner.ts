@@ -14,7 +14,7 @@ import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type S
 import { processWithPolicy } from '../error-policy.js';
 import { NoStore } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type LogAppend, type StoredRecord } from './log.js';
-import { EmbeddedConsumerLoop } from './loop.js';
+import { EmbeddedConsumerLoop, type Step } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
 import { flushTableStore, purgeStoreRetention, TableStoreCache } from './table-store.js';
 
@@ -45,8 +45,6 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private readonly loop: EmbeddedConsumerLoop;
   private readonly now: () => number;
   private initialised = false;
-  /** The last batch read fewer records than it asked for (the loop then waits for an append: loop.ts). */
-  private drainedAtRead = false;
   /** The stage's store rows this runner has read or written (table-store.ts). */
   private readonly storeCache: TableStoreCache<S> | undefined;
 
@@ -63,8 +61,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     this.loop = new EmbeddedConsumerLoop({
       log,
       topic: processor.input,
-      step: () => this.step(),
-      drained: () => this.drainedAtRead,
+      step: () => this.batch(),
       between: () => this.housekeeping(),
       idleWaitMs: opts.idleWaitMs,
       onError: (err) => opts.logger.error({ err, stage: processor.name }, 'stage batch failed; retrying'),
@@ -112,6 +109,11 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
 
   /** One batch. Returns how many input records it consumed. */
   async step(): Promise<number> {
+    return (await this.batch()).consumed;
+  }
+
+  /** One batch: what it consumed, and whether it read fewer records than it asked for (loop.ts). */
+  private async batch(): Promise<Step> {
     const { processor } = this;
     const started = performance.now();
     const end = stageBatchDuration.startTimer({ stage: processor.name });
@@ -120,7 +122,6 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
       const from = await committedOffset(tx, processor.name, processor.input);
       this.storeCache?.check(from);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
-      this.drainedAtRead = batch.length < this.size;
       if (batch.length === 0) return undefined;
       const store = this.storeCache?.transaction(tx) ?? new NoStore<S>();
       const records = batch.map((r) => this.inputOf(r));
@@ -143,11 +144,11 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         processor.store ? flushTableStore(tx, processor.store.name, store) : undefined,
         commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset),
       ]);
-      return { outcomes, store, offset: batch.at(-1)!.offset, appendedTo: [...outputs.keys()] };
+      return { outcomes, store, offset: batch.at(-1)!.offset, appendedTo: [...outputs.keys()], drained: batch.length < this.size };
     });
     if (!result) {
       consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
-      return 0;
+      return { consumed: 0, drained: true };
     }
     end();
     if (this.storeCache) this.storeCache.committed(result.store, result.offset);
@@ -156,7 +157,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     countStageRecords(processor.name, outcomes);
     this.notifyDownstream(result.appendedTo);
     processor.afterCommit?.(outcomes);
-    return outcomes.length;
+    return { consumed: outcomes.length, drained: result.drained };
   }
 
   /**
