@@ -2,9 +2,8 @@
  * The embedded store's cache of its rows between batches: right when another process ran the stage in between, and
  * when the retention purge deleted rows it holds.
  */
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { Db } from '../../shared/db/db.js';
-import { openDatabase } from '../../shared/db/open.js';
+import { describe, expect, it, vi } from 'vitest';
+import { inMemoryLog } from '../../../test/helpers/embedded-log.js';
 import { silentLogger } from '../../shared/logger.js';
 import { Topics } from '../../shared/topics.js';
 import { ok, type Stage } from '../contract.js';
@@ -14,16 +13,7 @@ import { flushTableStore, TableStoreCache } from './table-store.js';
 
 const DAY = 24 * 3600_000;
 
-let db: Db;
-let log: EmbeddedLog;
-beforeAll(async () => {
-  db = await openDatabase({ inMemory: true });
-  log = new EmbeddedLog(db);
-});
-afterAll(async () => {
-  await log?.close();
-  await db?.close();
-});
+const mem = inMemoryLog();
 
 /** Counts the records of each key in its store: every count reads what the batches before wrote. */
 function counting(name: string, store: string): Stage<unknown, { n: number }> {
@@ -42,14 +32,14 @@ function counting(name: string, store: string): Stage<unknown, { n: number }> {
 }
 
 const countOf = async (store: string, key: string): Promise<number | undefined> =>
-  (await db.query<{ value: { n: number } }>('SELECT value FROM state_store WHERE store = $1 AND key = $2', [store, key])).rows[0]?.value.n;
+  (await mem.db.query<{ value: { n: number } }>('SELECT value FROM state_store WHERE store = $1 AND key = $2', [store, key])).rows[0]?.value.n;
 
-const append = (keys: string[]) => log.append(Topics.eventsRaw, keys.map((key) => ({ key, value: { key } })), Date.now() + 10_000);
+const append = (keys: string[]) => mem.log.append(Topics.eventsRaw, keys.map((key) => ({ key, value: { key } })), Date.now() + 10_000);
 
 describe('the embedded store between batches', () => {
   it('reads the table again when another runner committed the stage since its last batch', async () => {
-    const a = new EmbeddedStageRunner(db, log, counting('count-shared', 'count-shared'), { logger: silentLogger });
-    const b = new EmbeddedStageRunner(db, log, counting('count-shared', 'count-shared'), { logger: silentLogger });
+    const a = new EmbeddedStageRunner(mem.db, mem.log, counting('count-shared', 'count-shared'), { logger: silentLogger });
+    const b = new EmbeddedStageRunner(mem.db, mem.log, counting('count-shared', 'count-shared'), { logger: silentLogger });
     await append(['k', 'k', 'k']);
     expect(await a.drain()).toBe(3);
     expect(await countOf('count-shared', 'k')).toBe(3);
@@ -65,12 +55,12 @@ describe('the embedded store between batches', () => {
 
   it('forgets the rows the retention purge deletes', async () => {
     const stage = counting('count-purged', 'count-purged');
-    const runner = new EmbeddedStageRunner(db, log, stage, { logger: silentLogger, idleWaitMs: 20 });
+    const runner = new EmbeddedStageRunner(mem.db, mem.log, stage, { logger: silentLogger, idleWaitMs: 20 });
     await append(['p', 'p']);
     await runner.drain();
     expect(await countOf('count-purged', 'p')).toBe(2);
     // The row ages past the store's retention: the purge deletes it, so the next record counts from nothing.
-    await db.query("UPDATE state_store SET updated_at = now() - interval '2 days' WHERE store = 'count-purged'");
+    await mem.db.query("UPDATE state_store SET updated_at = now() - interval '2 days' WHERE store = 'count-purged'");
     await runner.start();
     try {
       await vi.waitFor(async () => expect(await countOf('count-purged', 'p')).toBeUndefined(), { timeout: 30_000, interval: 20 });
@@ -83,8 +73,8 @@ describe('the embedded store between batches', () => {
 
   it('keeps what a batch read while a small cache evicts, and stays within its bound', async () => {
     const cache = new TableStoreCache<{ n: number }>('count-small', 2);
-    await db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES ('count-small', 'x', '{"n": 7}', now()), ('count-small', 'y', '{"n": 8}', now())`);
-    await db.transaction(async (tx) => {
+    await mem.db.query(`INSERT INTO state_store (store, key, value, updated_at) VALUES ('count-small', 'x', '{"n": 7}', now()), ('count-small', 'y', '{"n": 8}', now())`);
+    await mem.db.transaction(async (tx) => {
       const t = cache.transaction(tx);
       const got = await t.getMany(['x', 'y', 'z', 'w']);
       expect([...got]).toEqual([
@@ -105,18 +95,18 @@ describe('the embedded store between batches', () => {
       c: 'a plain string',
       d: 0,
     };
-    await db.transaction(async (tx) => {
+    await mem.db.transaction(async (tx) => {
       const t = cache.transaction(tx);
       for (const [k, v] of Object.entries(values)) await t.put(k, v);
       await flushTableStore(tx, 'awkward', t);
     });
-    await db.transaction(async (tx) => {
+    await mem.db.transaction(async (tx) => {
       const t = cache.transaction(tx);
       t.delete('c');
       await t.put('d', { d: 1 });
       await flushTableStore(tx, 'awkward', t);
     });
-    const r = await db.query<{ key: string; value: string }>("SELECT key, value::text AS value FROM state_store WHERE store = 'awkward' ORDER BY key");
+    const r = await mem.db.query<{ key: string; value: string }>("SELECT key, value::text AS value FROM state_store WHERE store = 'awkward' ORDER BY key");
     const stored = Object.fromEntries(r.rows.map((row) => [row.key, JSON.parse(row.value) as unknown]));
     expect(stored).toEqual({ a: values.a, 'key\x1ewith separator': values['key\x1ewith separator'], d: { d: 1 } });
   });
