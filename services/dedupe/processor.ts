@@ -24,6 +24,8 @@ export function createDedupeProcessor(deps: DedupeDeps): Stage<unknown, DedupeSt
   return {
     name: DEDUPE_STAGE,
     input: Topics.eventsRaw,
+    // Its only writes are its store's: the embedded runtime processes its batches before their transactions.
+    ahead: true,
     store: {
       name: DEDUPE_STORE,
       changelog: Topics.dedupeState,

@@ -14,7 +14,7 @@ import { conversionKey } from '../domain/conversion.js';
 import { checkEnvelope } from '../domain/envelope-guard.js';
 import { eventIdOf } from '../domain/event-id.js';
 import { Topics } from '../shared/topics.js';
-import { dlq, drop, ok, type Outcome, type Stage } from '../stream/contract.js';
+import { dlq, drop, ok, StaleBatchError, type Outcome, type Stage } from '../stream/contract.js';
 import { consentDecision } from './consent.js';
 import { CLAIM_PREFIX, type EventIdClaim } from './event-id-claims.js';
 import { erasedEnvelopes } from './identity/erasure-filter.js';
@@ -92,8 +92,17 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Enr
       const consent = consentDecision(e.consent);
       checkedItems.push({ position: k, record, e, consent, scope: scopeOf(e), graph: graphInputOf(e, consent) });
     });
-    // An event of an erased person received before the erasure (in flight, or replayed) never re-links it.
-    const erased = await erasedEnvelopes(ctx.sql, checkedItems.map((i) => i.e));
+    // An event of an erased person received before the erasure (in flight, or replayed) never re-links it. Checked
+    // before the batch's transaction (an `ahead` batch), it is checked again in it: an erasure may have committed in
+    // between, and the check there holds the erasure locks until the batch's writes commit.
+    const envelopes = checkedItems.map((i) => i.e);
+    const erased = await erasedEnvelopes(ctx.sql, envelopes);
+    if (!ctx.inTransaction) {
+      ctx.write(async (tx) => {
+        const again = await erasedEnvelopes(tx, envelopes);
+        if (again.some((x, n) => x !== erased[n])) throw new StaleBatchError('an erasure committed while the batch was processed');
+      });
+    }
     const items = checkedItems.filter((item, n) => {
       if (erased[n]) outcomes[item.position] = drop('erased');
       return !erased[n];
@@ -112,7 +121,10 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Enr
       return claimed[k];
     });
     // Every drop is known now (what follows only builds conversions).
-    if (!deps.replay) await recordActivity(ctx.sql, droppedConversions(items, outcomes));
+    if (!deps.replay) {
+      const dropped = droppedConversions(items, outcomes);
+      ctx.write((tx) => recordActivity(tx, dropped));
+    }
     await buildConversions.prepare(ctx.sql, winners.map((c) => c.item));
 
     const reads = await linkIdentities(deps.replay ? { sql: ctx.sql } : { ...ctx, store: graphStore(ctx) }, items, selections);
@@ -141,6 +153,8 @@ export function createEnrichProcessor(deps: EnrichDeps = {}): Stage<unknown, Enr
   return {
     name: ENRICH_STAGE,
     input: Topics.eventsDeduped,
+    // Its writes are its store's, its emitted graph changes and ctx.write's (the Activity counts, the erasure check).
+    ahead: true,
     ...(deps.replay
       ? {}
       : {

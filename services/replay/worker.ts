@@ -14,7 +14,7 @@ import { conversionKey } from '../domain/conversion.js';
 import type { Db, Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
 import { Topics } from '../shared/topics.js';
-import type { InputRecord, Stage } from '../stream/contract.js';
+import type { BatchWrite, InputRecord, Stage } from '../stream/contract.js';
 import { appendInTransaction } from '../stream/embedded/log.js';
 import { rangeDone, type RangeChunk, type RangeReader } from '../stream/range.js';
 import { NoStore } from '../stream/store.js';
@@ -222,14 +222,18 @@ export class ReplayWorker {
     const count = (reason: string): void => void dropped.set(reason, (dropped.get(reason) ?? 0) + 1);
     if (job.dryRun) await tx.query('SAVEPOINT replay_dry_run');
     // A replay reads the graph from its queryable tables and changes nothing: no store, nothing to emit.
+    const writes: BatchWrite[] = [];
     const outcomes = await this.enrich.processBatch(events, {
       sql: tx,
       store: new NoStore(),
       now: Date.now,
+      inTransaction: true,
+      write: (w) => void writes.push(w),
       emit: () => {
         throw new Error('a replay emits nothing');
       },
     });
+    for (const w of writes) await w(tx);
     const conversions = outcomes.flatMap((o) => {
       if (o.type !== 'ok') count(o.reason);
       return o.type === 'ok' ? o.outputs : [];

@@ -10,6 +10,14 @@
  * On Kafka a crash between that commit and the Kafka transaction processes the batch again (and the batch after it,
  * prepared while it committed), so a stage's writes must be idempotent and its outputs the same when it meets its own
  * earlier writes.
+ *
+ * A stage that writes only through its store, `ctx.emit` and `ctx.write` may declare `ahead`: the embedded runtime
+ * then processes its batch BEFORE the batch's transaction, without holding the store's one connection, and commits
+ * what it produced in a short transaction after (the stage's offset checked unchanged under its lock, the writes of
+ * `ctx.write`, the outputs, the state). `ctx.sql` is then the database outside any transaction (reads only, each
+ * statement its own snapshot; `ctx.inTransaction` false), so a read that a later write relies on must be checked again
+ * by that write, which throws StaleBatchError when it no longer holds: the batch is then processed again inside its
+ * transaction, as a stage without `ahead` always is.
  */
 import type { Sql } from '../shared/db/db.js';
 import type { Logger } from '../shared/logger.js';
@@ -51,11 +59,24 @@ export const dlq = (reason: string, error?: unknown): Outcome => ({
   error: error === undefined ? undefined : error instanceof Error ? error.message : String(error),
 });
 
+/** A database write a batch hands to its runtime (BatchContext.write). */
+export type BatchWrite = (sql: Sql) => Promise<void>;
+
 export interface BatchContext<S> {
   /** The batch's database transaction (see the module comment: the same meaning on both runtimes). */
   readonly sql: Sql;
   readonly store: KeyValueStore<S>;
   readonly now: () => number;
+  /**
+   * False only while the embedded runtime processes an `ahead` stage's batch before its transaction (`sql` is then
+   * the database outside any transaction); true on Kafka and in every other batch.
+   */
+  readonly inTransaction: boolean;
+  /**
+   * A database write of the batch, run in the batch's transaction after `processBatch` returned, in the order given:
+   * committed atomically with the batch's outcomes, dropped with an attempt that throws. It may throw StaleBatchError.
+   */
+  write(run: BatchWrite): void;
   /**
    * An output of the batch as a whole rather than of one record (e.g. enrich's identity-graph changes, one record a
    * batch): committed atomically with the batch's outcomes, dropped with an attempt that throws.
@@ -99,6 +120,11 @@ export interface Stage<V, S = never> {
    * many bytes are there or this long has passed, so that its batches are larger. Default: fetches answer at once.
    */
   readonly gather?: { readonly minBytes: number; readonly maxWaitMs: number };
+  /**
+   * The stage writes only through its store, `ctx.emit` and `ctx.write`: the embedded runtime may process its batches
+   * before their transactions (module comment). Without it, `ctx.sql` is always the batch's transaction.
+   */
+  readonly ahead?: boolean;
   /** Once, before the first batch (warm caches, check the database). */
   init?(deps: { readonly sql: Sql; readonly logger: Logger }): Promise<void>;
   /** One outcome per record, in order. Throwing means "this batch could not be processed" (error-policy.ts). */
@@ -150,6 +176,12 @@ export function deadLetterOf(
     failed_at: now,
   };
 }
+
+/**
+ * Thrown by a `ctx.write` when what the batch read before its transaction no longer holds (e.g. an erasure committed
+ * in between): the runtime drops what the batch produced and processes it again inside its transaction.
+ */
+export class StaleBatchError extends Error {}
 
 /** How a runtime drives one stage. */
 export interface StageRunner {

@@ -7,7 +7,7 @@
  * is processed exactly as without it.
  */
 import type { Sql } from '../shared/db/db.js';
-import { dlq, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';
+import { dlq, type BatchWrite, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';
 import type { StoreTransaction } from './store.js';
 import { ServiceError } from '../shared/errors.js';
 
@@ -65,11 +65,18 @@ async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V
   const savepoint = new LazySavepoint(scope.sql);
   const fork = scope.store.fork();
   const emitted: OutputRecord[] = [];
+  const writes: BatchWrite[] = [];
   try {
-    const outcomes = await stage.processBatch(records, { sql: savepoint, store: fork, now: scope.now, emit: (o) => void emitted.push(o) });
-    if (outcomes.length !== records.length) {
-      throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
-    }
+    const outcomes = await stage.processBatch(records, {
+      sql: savepoint,
+      store: fork,
+      now: scope.now,
+      inTransaction: true,
+      write: (w) => void writes.push(w),
+      emit: (o) => void emitted.push(o),
+    });
+    checkOutcomes(stage, records, outcomes);
+    for (const w of writes) await w(savepoint);
     await savepoint.release();
     scope.store.merge(fork);
     scope.emitted?.push(...emitted);
@@ -78,6 +85,37 @@ async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V
     await savepoint.rollback(err);
     throw err;
   }
+}
+
+/** What an `ahead` stage produced before its batch's transaction (embedded/runner.ts commits it). */
+export interface Ahead {
+  readonly outcomes: Outcome[];
+  readonly emitted: OutputRecord[];
+  readonly writes: BatchWrite[];
+}
+
+/**
+ * One attempt of an `ahead` stage's batch outside any transaction (contract.ts): `sql` is the database, the store's
+ * writes stay in `store`. It throws whatever the stage throws: the runtime then processes the batch under the policy
+ * inside its transaction, as any other stage's, so failures are bisected and dead-lettered in one place.
+ */
+export async function processAhead<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Ahead> {
+  const emitted: OutputRecord[] = [];
+  const writes: BatchWrite[] = [];
+  const outcomes = await stage.processBatch(records, {
+    sql: scope.sql,
+    store: scope.store,
+    now: scope.now,
+    inTransaction: false,
+    write: (w) => void writes.push(w),
+    emit: (o) => void emitted.push(o),
+  });
+  checkOutcomes(stage, records, outcomes);
+  return { outcomes, emitted, writes };
+}
+
+function checkOutcomes<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], outcomes: readonly Outcome[]): void {
+  if (outcomes.length !== records.length) throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
 }
 
 /**

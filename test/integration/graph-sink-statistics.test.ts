@@ -100,6 +100,10 @@ describe.each(runtimes)('the graph sink keeps the graph tables analysed (%s)', (
           sql,
           store: new NoStore(),
           now: () => Date.now(),
+          inTransaction: true,
+          write: () => {
+            throw new Error('the graph sink writes in its transaction itself');
+          },
           emit: () => undefined,
         }),
       );

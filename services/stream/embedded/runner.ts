@@ -1,7 +1,8 @@
 /**
  * The embedded runtime's driver for one stage: read a batch after the stage's committed offset, run it under the
  * error policy, then write outputs, dead letters, state changes and the new offset in ONE transaction, which starts
- * with a lock on the stage so two processes on one Postgres never run it at once.
+ * with a lock on the stage so two processes on one Postgres never run it at once. An `ahead` stage's batch is read and
+ * processed before that transaction, which then only checks and writes (contract.ts).
  * PGlite serialises transactions and the gateway's appends wait behind a batch, so the batch size adapts to take
  * about `maxBatchMs`, which keeps the gateway inside its deadline.
  */
@@ -10,9 +11,9 @@ import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../do
 import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, countStageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
-import { deadLetterOf, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
-import { processWithPolicy } from '../error-policy.js';
-import { NoStore } from '../store.js';
+import { deadLetterOf, StaleBatchError, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
+import { processAhead, processWithPolicy, type Ahead } from '../error-policy.js';
+import { NoStore, type StoreTransaction } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type LogAppend, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop, type Step } from './loop.js';
 import { commitOffset, committedOffset } from './offsets.js';
@@ -20,15 +21,28 @@ import { flushTableStore, purgeStoreRetention, TableStoreCache } from './table-s
 
 /** Advisory lock class of embedded stage batches (the second key is the stage's name). */
 const STAGE_LOCK_CLASS = 7_312_405;
+
+/** Until the transaction ends, no other process runs the stage (two processes on one Postgres). */
+const lockStage = (tx: Sql, stage: string) => tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STAGE_LOCK_CLASS, stage]);
+
 /** The smallest batch the size adapts down to: below it a batch's fixed statements cost more than its records. */
 const MIN_BATCH = 100;
 /** The largest batch when the runner's options name none: the size adapts below it to maxBatchMs. */
 const DEFAULT_BATCH = 1_000;
 
+/** A committed batch, as the runner goes on from it. */
+interface Committed<S> {
+  readonly outcomes: readonly Outcome[];
+  readonly store: StoreTransaction<S>;
+  readonly offset: number;
+  readonly appendedTo: readonly TopicName[];
+  readonly drained: boolean;
+}
+
 export interface RunnerOptions {
   /** Most records in one batch (default DEFAULT_BATCH). */
   readonly batchSize?: number;
-  /** Target duration of one batch's transaction (default 250 ms): the batch size adapts to it. */
+  /** Target duration of one batch (default 250 ms; an `ahead` stage's processing included): the batch size adapts to it. */
   readonly maxBatchMs?: number;
   readonly idleWaitMs?: number;
   /** How often the runner purges expired entries of the stage's store (when it declares retentionMs). */
@@ -45,6 +59,8 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private readonly loop: EmbeddedConsumerLoop;
   private readonly now: () => number;
   private initialised = false;
+  /** The stage's committed offset as this runner last read or committed it (an `ahead` batch reads after it). */
+  private offset: number | undefined;
   /** The stage's store rows this runner has read or written (table-store.ts). */
   private readonly storeCache: TableStoreCache<S> | undefined;
 
@@ -117,9 +133,29 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     const { processor } = this;
     const started = performance.now();
     const end = stageBatchDuration.startTimer({ stage: processor.name });
-    const result = await this.db.transaction(async (tx) => {
-      await tx.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [STAGE_LOCK_CLASS, processor.name]);
+    const result = processor.ahead ? await this.aheadOfTransaction() : await this.inTransaction();
+    if (!result) {
+      consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
+      return { consumed: 0, drained: true };
+    }
+    end();
+    this.offset = result.offset;
+    if (this.storeCache) this.storeCache.committed(result.store, result.offset);
+    const { outcomes } = result;
+    this.adapt(performance.now() - started, outcomes.length);
+    countStageRecords(processor.name, outcomes);
+    this.notifyDownstream(result.appendedTo);
+    processor.afterCommit?.(outcomes);
+    return { consumed: outcomes.length, drained: result.drained };
+  }
+
+  /** The batch read, processed under the error policy and committed in ONE transaction. */
+  private inTransaction(): Promise<Committed<S> | undefined> {
+    const { processor } = this;
+    return this.db.transaction(async (tx) => {
+      await lockStage(tx, processor.name);
       const from = await committedOffset(tx, processor.name, processor.input);
+      this.offset = from;
       this.storeCache?.check(from);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
       if (batch.length === 0) return undefined;
@@ -133,31 +169,61 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
         emitted,
         onFailure: (err, size) => this.opts.logger.warn({ err, stage: processor.name, size }, 'batch attempt failed; bisecting'),
       });
-      const outputs = this.outputsOf(records, outcomes, emitted);
-      const letters = (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter));
-      // The batch's writes sent without waiting for one another (their order does not matter inside the transaction):
-      // the store runs the first while the next ones' rows are serialised here. The queryable copy of the batch's dead
-      // letters (domain/dead-letter.ts) is among them.
-      await Promise.all([
-        recordDeadLetters(tx, letters),
-        appendInTransaction(tx, outputs),
-        processor.store ? flushTableStore(tx, processor.store.name, store) : undefined,
-        commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset),
-      ]);
-      return { outcomes, store, offset: batch.at(-1)!.offset, appendedTo: [...outputs.keys()], drained: batch.length < this.size };
+      return this.write(tx, batch, records, { outcomes, emitted }, store);
     });
-    if (!result) {
-      consumerLag.set({ stage: processor.name, topic: processor.input, partition: '0' }, 0);
-      return { consumed: 0, drained: true };
+  }
+
+  /**
+   * An `ahead` stage's batch (contract.ts): read and processed holding no transaction, so the store's connection
+   * serves the gateway and the other stages meanwhile, then committed in a short transaction that first checks, under
+   * the stage's lock, that no other process committed the stage since it was read. A batch that failed, or whose
+   * reads no longer hold (StaleBatchError), is processed again inside its transaction.
+   */
+  private async aheadOfTransaction(): Promise<Committed<S> | undefined> {
+    const { processor } = this;
+    // Where this runner last found or left the stage: the check under the lock below tells whether it still is.
+    const from = this.offset ?? (await committedOffset(this.db, processor.name, processor.input));
+    this.storeCache?.check(from);
+    const batch = await this.log.read<V>(processor.input, from, this.size);
+    if (batch.length === 0) return undefined;
+    const store = this.storeCache?.transaction(this.db) ?? new NoStore<S>();
+    const records = batch.map((r) => this.inputOf(r));
+    try {
+      const ahead = await processAhead(processor, records, { sql: this.db, store, now: this.now });
+      return await this.db.transaction(async (tx) => {
+        await lockStage(tx, processor.name);
+        if ((await committedOffset(tx, processor.name, processor.input)) !== from) throw new StaleBatchError(`stage ${processor.name} was committed by another process`);
+        for (const w of ahead.writes) await w(tx);
+        return this.write(tx, batch, records, ahead, store);
+      });
+    } catch (err) {
+      if (!(err instanceof StaleBatchError)) this.opts.logger.warn({ err, stage: processor.name }, 'batch failed ahead of its transaction; processing it in one');
+      return this.inTransaction();
     }
-    end();
-    if (this.storeCache) this.storeCache.committed(result.store, result.offset);
-    const { outcomes } = result;
-    this.adapt(performance.now() - started, outcomes.length);
-    countStageRecords(processor.name, outcomes);
-    this.notifyDownstream(result.appendedTo);
-    processor.afterCommit?.(outcomes);
-    return { consumed: outcomes.length, drained: result.drained };
+  }
+
+  /**
+   * A batch's outputs, dead letters, state and offset, in its transaction. They are sent without waiting for one
+   * another (their order does not matter inside the transaction): the store runs the first while the next ones' rows
+   * are serialised here. The queryable copy of the batch's dead letters (domain/dead-letter.ts) is among them.
+   */
+  private async write(
+    tx: Sql,
+    batch: readonly StoredRecord<V>[],
+    records: readonly InputRecord<V>[],
+    { outcomes, emitted }: Pick<Ahead, 'outcomes' | 'emitted'>,
+    store: StoreTransaction<S>,
+  ): Promise<Committed<S>> {
+    const { processor } = this;
+    const outputs = this.outputsOf(records, outcomes, emitted);
+    const letters = (outputs.get(Topics.eventsDlq) ?? []).map((r) => entryOfStageLetter(r.value as DeadLetter));
+    await Promise.all([
+      recordDeadLetters(tx, letters),
+      appendInTransaction(tx, outputs),
+      processor.store ? flushTableStore(tx, processor.store.name, store) : undefined,
+      commitOffset(tx, processor.name, processor.input, batch.at(-1)!.offset),
+    ]);
+    return { outcomes, store, offset: batch.at(-1)!.offset, appendedTo: [...outputs.keys()], drained: batch.length < this.size };
   }
 
   /**

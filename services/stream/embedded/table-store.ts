@@ -37,7 +37,10 @@ export class TableStoreCache<S> {
     return this.rows.size;
   }
 
-  /** In the batch's transaction, after the stage's lock: the stage's committed offset now. */
+  /**
+   * Before a batch reads the store: the stage's committed offset, read under the stage's lock (or, for an `ahead`
+   * batch, as the runner last knew it, checked under the lock before the batch commits: runner.ts).
+   */
   check(committedOffset: number): void {
     if (this.offset !== committedOffset) this.rows.clear();
     this.offset = committedOffset;
