@@ -63,7 +63,10 @@ export const dlq = (reason: string, error?: unknown): Outcome => ({
 export type BatchWrite = (sql: Sql) => Promise<void>;
 
 export interface BatchContext<S> {
-  /** The batch's database transaction (see the module comment: the same meaning on both runtimes). */
+  /**
+   * The batch's database transaction (see the module comment: the same meaning on both runtimes), but while the
+   * embedded runtime processes an `ahead` stage's batch before its transaction: the database, outside any transaction.
+   */
   readonly sql: Sql;
   readonly store: KeyValueStore<S>;
   readonly now: () => number;
@@ -74,7 +77,9 @@ export interface BatchContext<S> {
   readonly inTransaction: boolean;
   /**
    * A database write of the batch, run in the batch's transaction after `processBatch` returned, in the order given:
-   * committed atomically with the batch's outcomes, dropped with an attempt that throws. It may throw StaleBatchError.
+   * committed atomically with the batch's outcomes, dropped with an attempt that throws. It may throw StaleBatchError
+   * when it ran ahead (`inTransaction` false); inside the transaction the batch's reads are the transaction's own, and
+   * a throw is a failure of the batch like any other (error-policy.ts).
    */
   write(run: BatchWrite): void;
   /**
