@@ -88,7 +88,7 @@ export async function openRuntime(deps: RuntimeDeps): Promise<PipelineRuntime> {
   return deps.config.kafka ? openKafkaRuntime(deps, deps.config.kafka) : openEmbeddedRuntime(deps);
 }
 
-function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): PipelineRuntime {
+function openEmbeddedRuntime({ config, db, logger, stages, stageInputs }: RuntimeDeps): PipelineRuntime {
   const log = new EmbeddedLog(db);
   let retention: { stop(): void } | undefined;
   let vacuum: { stop(): Promise<void> } | undefined;
@@ -115,7 +115,7 @@ function openEmbeddedRuntime({ config, db, logger, stages }: RuntimeDeps): Pipel
       return toNumber(r.rows[0]?.lag ?? 0);
     },
     dataTeam: {
-      positions: embeddedPositions(db),
+      positions: embeddedPositions(db, stageInputs.map((s) => ({ group: s.stage, topic: s.topic }))),
       acceptedEvents: embeddedAcceptedEvents(db),
       topicRecords: embeddedTopicRecords(db),
       redriveLog: {

@@ -23,7 +23,7 @@ export interface TopicPosition {
 export interface ConsumerPosition {
   readonly group: string;
   readonly topic: string;
-  /** Embedded: the committed offset; Kafka: null (see partitions). */
+  /** Embedded: the committed offset (null before the group's first commit); Kafka: null (see partitions). */
   readonly offset: number | null;
   /** Records of the topic after the group's committed offsets, all partitions together. */
   readonly lag: number;
@@ -43,16 +43,26 @@ export interface StageConsumer {
   readonly topic: string;
 }
 
-export function embeddedPositions(db: Db): PositionsReader {
+/**
+ * `stages`: the consumer groups listed even before their first commit (offset null, lag every record of the topic,
+ * as on Kafka), so that "every lag is 0" does not hold while a stage has not yet taken its first batch. Other groups
+ * with a committed offset are listed too.
+ */
+export function embeddedPositions(db: Db, stages: readonly StageConsumer[] = []): PositionsReader {
   return async () => {
     const r = await db.query<{ topic: string; lo: unknown; hi: unknown; n: unknown; group_id: string | null; offset: unknown; lag: unknown }>(
-      `SELECT t.topic, s.lo, s.hi, s.n, c.group_id, c."offset",
-              (SELECT count(*) FROM log_records l WHERE l.topic = t.topic AND l."offset" > c."offset") AS lag
+      `WITH groups AS (
+         SELECT group_id, topic FROM consumer_offsets
+         UNION SELECT g, t FROM unnest($2::text[], $3::text[]) AS x(g, t)
+       )
+       SELECT t.topic, s.lo, s.hi, s.n, g.group_id, c."offset",
+              (SELECT count(*) FROM log_records l WHERE l.topic = t.topic AND l."offset" > COALESCE(c."offset", 0)) AS lag
        FROM unnest($1::text[]) AS t(topic)
        CROSS JOIN LATERAL (SELECT min(l."offset") AS lo, max(l."offset") AS hi, count(*) AS n FROM log_records l WHERE l.topic = t.topic) s
-       LEFT JOIN consumer_offsets c ON c.topic = t.topic
-       ORDER BY t.topic, c.group_id`,
-      [Object.values(Topics)],
+       LEFT JOIN groups g ON g.topic = t.topic
+       LEFT JOIN consumer_offsets c ON c.group_id = g.group_id AND c.topic = g.topic
+       ORDER BY t.topic, g.group_id`,
+      [Object.values(Topics), stages.map((x) => x.group), stages.map((x) => x.topic)],
     );
     const topics = new Map<string, TopicPosition>();
     const consumers: ConsumerPosition[] = [];
@@ -68,7 +78,7 @@ export function embeddedPositions(db: Db): PositionsReader {
         });
       }
       if (row.group_id !== null) {
-        const offset = toNumber(row.offset);
+        const offset = row.offset === null ? null : toNumber(row.offset);
         const lag = toNumber(row.lag);
         consumers.push({ group: row.group_id, topic: row.topic, offset, lag, partitions: [{ partition: 0, committed_offset: offset, end_offset: end, lag }] });
       }

@@ -23,7 +23,7 @@ beforeAll(async () => {
     logger: silentLogger,
     admin: true,
     adminExtensions: [(scope) => forwardingRoutes(scope, { db }), (scope) =>
-        pipelineRoutes(scope, { runtime: 'embedded', positions: embeddedPositions(db), deadLetters: new DeadLetterRepo(db) }),
+        pipelineRoutes(scope, { runtime: 'embedded', positions: embeddedPositions(db, [{ group: 'dedupe', topic: 'events.raw' }, { group: 'enrich', topic: 'events.deduped' }]), deadLetters: new DeadLetterRepo(db) }),
     ],
   });
   await app.ready();
@@ -147,8 +147,9 @@ describe('forwarding setup: bad input is a 400 problem document', () => {
 });
 
 describe('GET /admin/v1/pipeline', () => {
-  it('reports every topic\'s end and each consumer\'s committed offset and lag', async () => {
+  it('reports every topic\'s end and each consumer\'s committed offset and lag, a stage that never committed included', async () => {
     await db.query(`INSERT INTO log_records (topic, key, value) VALUES ('events.raw', 'k', '{}'), ('events.raw', 'k', '{}')`);
+    await db.query(`INSERT INTO log_records (topic, key, value) VALUES ('events.deduped', 'k', '{}')`);
     const end = (await db.query<{ o: unknown }>(`SELECT max("offset") AS o FROM log_records WHERE topic = 'events.raw'`)).rows[0]!.o;
     await db.query(`INSERT INTO consumer_offsets (group_id, topic, "offset") VALUES ('dedupe', 'events.raw', $1)`, [Number(end) - 1]);
     const r = await app.inject({ method: 'GET', url: '/admin/v1/pipeline', headers: auth });
@@ -162,7 +163,11 @@ describe('GET /admin/v1/pipeline', () => {
       partitions: [{ partition: 0, log_start_offset: Number(end) - 1, end_offset: Number(end), records: 2 }],
     });
     expect(body.topics).toContainEqual({ topic: 'conversions.ready', end_offset: 0, records: 0, partitions: [{ partition: 0, log_start_offset: 0, end_offset: 0, records: 0 }] });
+    const deduped = Number((await db.query<{ o: unknown }>(`SELECT max("offset") AS o FROM log_records WHERE topic = 'events.deduped'`)).rows[0]!.o);
+    // enrich has no committed offset yet: listed with every record of its topic as its lag, as on Kafka, so "every
+    // lag is 0" cannot hold before it took its first batch.
     expect(body.consumers).toEqual([
+      { group: 'enrich', topic: 'events.deduped', offset: null, lag: 1, partitions: [{ partition: 0, committed_offset: null, end_offset: deduped, lag: 1 }] },
       { group: 'dedupe', topic: 'events.raw', offset: Number(end) - 1, lag: 1, partitions: [{ partition: 0, committed_offset: Number(end) - 1, end_offset: Number(end), lag: 1 }] },
     ]);
     expect(body.dead_letters).toEqual([]);
