@@ -7,7 +7,7 @@
  * is processed exactly as without it.
  */
 import type { Sql } from '../shared/db/db.js';
-import { dlq, type BatchWrite, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';
+import { dlq, type BatchContext, type BatchWrite, type InputRecord, type Outcome, type OutputRecord, type Stage } from './contract.js';
 import type { StoreTransaction } from './store.js';
 import { ServiceError } from '../shared/errors.js';
 
@@ -64,18 +64,8 @@ export async function processWithPolicy<V, S>(stage: Stage<V, S>, records: reado
 async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Outcome[]> {
   const savepoint = new LazySavepoint(scope.sql);
   const fork = scope.store.fork();
-  const emitted: OutputRecord[] = [];
-  const writes: BatchWrite[] = [];
   try {
-    const outcomes = await stage.processBatch(records, {
-      sql: savepoint,
-      store: fork,
-      now: scope.now,
-      inTransaction: true,
-      write: (w) => void writes.push(w),
-      emit: (o) => void emitted.push(o),
-    });
-    checkOutcomes(stage, records, outcomes);
+    const { outcomes, emitted, writes } = await runBatch(stage, records, { sql: savepoint, store: fork, now: scope.now, inTransaction: true });
     for (const w of writes) await w(savepoint);
     await savepoint.release();
     scope.store.merge(fork);
@@ -87,8 +77,8 @@ async function attempt<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V
   }
 }
 
-/** What an `ahead` stage produced before its batch's transaction (embedded/runner.ts commits it). */
-export interface Ahead {
+/** What one run of a stage's batch produced: its outcomes, its batch outputs (`ctx.emit`) and its writes (`ctx.write`). */
+export interface BatchRun {
   readonly outcomes: Outcome[];
   readonly emitted: OutputRecord[];
   readonly writes: BatchWrite[];
@@ -99,23 +89,21 @@ export interface Ahead {
  * writes stay in `store`. It throws whatever the stage throws: the runtime then processes the batch under the policy
  * inside its transaction, as any other stage's, so failures are bisected and dead-lettered in one place.
  */
-export async function processAhead<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<Ahead> {
-  const emitted: OutputRecord[] = [];
-  const writes: BatchWrite[] = [];
-  const outcomes = await stage.processBatch(records, {
-    sql: scope.sql,
-    store: scope.store,
-    now: scope.now,
-    inTransaction: false,
-    write: (w) => void writes.push(w),
-    emit: (o) => void emitted.push(o),
-  });
-  checkOutcomes(stage, records, outcomes);
-  return { outcomes, emitted, writes };
+export function processAhead<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], scope: PolicyScope<S>): Promise<BatchRun> {
+  return runBatch(stage, records, { sql: scope.sql, store: scope.store, now: scope.now, inTransaction: false });
 }
 
-function checkOutcomes<V, S>(stage: Stage<V, S>, records: readonly InputRecord<V>[], outcomes: readonly Outcome[]): void {
+/** The stage's processBatch once, with the batch's context: one outcome per record, or it throws. */
+async function runBatch<V, S>(
+  stage: Stage<V, S>,
+  records: readonly InputRecord<V>[],
+  ctx: Omit<BatchContext<S>, 'write' | 'emit'>,
+): Promise<BatchRun> {
+  const emitted: OutputRecord[] = [];
+  const writes: BatchWrite[] = [];
+  const outcomes = await stage.processBatch(records, { ...ctx, write: (w) => void writes.push(w), emit: (o) => void emitted.push(o) });
   if (outcomes.length !== records.length) throw new Error(`stage ${stage.name} returned ${outcomes.length} outcomes for ${records.length} records`);
+  return { outcomes, emitted, writes };
 }
 
 /**

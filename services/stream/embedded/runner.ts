@@ -12,7 +12,7 @@ import type { Logger } from '../../shared/logger.js';
 import { consumerLag, stageBatchDuration, countStageRecords, stateStorePurged } from '../../shared/metrics.js';
 import { Topics, type TopicName } from '../../shared/topics.js';
 import { deadLetterOf, StaleBatchError, type InputRecord, type Outcome, type OutputRecord, type Stage, type StageRunner } from '../contract.js';
-import { processAhead, processWithPolicy, type Ahead } from '../error-policy.js';
+import { processAhead, processWithPolicy, type BatchRun } from '../error-policy.js';
 import { NoStore, type StoreTransaction } from '../store.js';
 import { appendInTransaction, type EmbeddedLog, type LogAppend, type StoredRecord } from './log.js';
 import { EmbeddedConsumerLoop, type Step } from './loop.js';
@@ -59,9 +59,12 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
   private readonly loop: EmbeddedConsumerLoop;
   private readonly now: () => number;
   private initialised = false;
-  /** The stage's committed offset as this runner last read or committed it (an `ahead` batch reads after it). */
+  /**
+   * The stage's committed offset as this runner last read it under the stage's lock or committed it: the state its
+   * store cache describes, and where an `ahead` batch reads after.
+   */
   private offset: number | undefined;
-  /** The stage's store rows this runner has read or written (table-store.ts). */
+  /** The stage's store rows this runner has read or written at `offset` (table-store.ts). */
   private readonly storeCache: TableStoreCache<S> | undefined;
 
   constructor(
@@ -140,7 +143,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     }
     end();
     this.offset = result.offset;
-    if (this.storeCache) this.storeCache.committed(result.store, result.offset);
+    this.storeCache?.committed(result.store);
     const { outcomes } = result;
     this.adapt(performance.now() - started, outcomes.length);
     countStageRecords(processor.name, outcomes);
@@ -155,8 +158,10 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     return this.db.transaction(async (tx) => {
       await lockStage(tx, processor.name);
       const from = await committedOffset(tx, processor.name, processor.input);
+      // Another process committed the stage since this runner last did (two processes on one Postgres): what the
+      // cache holds may be older than the table.
+      if (from !== this.offset) this.storeCache?.clear();
       this.offset = from;
-      this.storeCache?.check(from);
       const batch = await this.log.read<V>(processor.input, from, this.size, tx);
       if (batch.length === 0) return undefined;
       const store = this.storeCache?.transaction(tx) ?? new NoStore<S>();
@@ -183,7 +188,6 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     const { processor } = this;
     // Where this runner last found or left the stage: the check under the lock below tells whether it still is.
     const from = this.offset ?? (await committedOffset(this.db, processor.name, processor.input));
-    this.storeCache?.check(from);
     const batch = await this.log.read<V>(processor.input, from, this.size);
     if (batch.length === 0) return undefined;
     const store = this.storeCache?.transaction(this.db) ?? new NoStore<S>();
@@ -211,7 +215,7 @@ export class EmbeddedStageRunner<V, S> implements StageRunner {
     tx: Sql,
     batch: readonly StoredRecord<V>[],
     records: readonly InputRecord<V>[],
-    { outcomes, emitted }: Pick<Ahead, 'outcomes' | 'emitted'>,
+    { outcomes, emitted }: Pick<BatchRun, 'outcomes' | 'emitted'>,
     store: StoreTransaction<S>,
   ): Promise<Committed<S>> {
     const { processor } = this;

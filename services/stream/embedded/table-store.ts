@@ -16,15 +16,13 @@ export const TABLE_CACHE_ENTRIES = 100_000;
 
 /**
  * The committed rows of one stage's store, as the runner that owns the stage last read or wrote them. It is right
- * while this runner is the only one committing the stage: each batch checks, under the stage's lock, that the stage's
- * committed offset is the one this runner committed last, and forgets everything when another process ran the stage
- * in between (two processes on one Postgres). Rows the runner purges are forgotten with them. Values are shared with
+ * while this runner is the only one committing the stage: the runner checks, under the stage's lock, that the stage's
+ * committed offset is the one it committed last, and clears the cache when another process ran the stage in between
+ * (two processes on one Postgres: runner.ts). Rows the runner purges are forgotten with them. Values are shared with
  * the batches, as in the Kafka runtime's store: a stage never changes what it reads.
  */
 export class TableStoreCache<S> {
   private readonly rows: LRUCache<string, { readonly value: S | undefined }>;
-  /** The stage's committed offset this cache describes (undefined: nothing known yet). */
-  private offset: number | undefined;
 
   constructor(
     readonly store: string,
@@ -37,13 +35,9 @@ export class TableStoreCache<S> {
     return this.rows.size;
   }
 
-  /**
-   * Before a batch reads the store: the stage's committed offset, read under the stage's lock (or, for an `ahead`
-   * batch, as the runner last knew it, checked under the lock before the batch commits: runner.ts).
-   */
-  check(committedOffset: number): void {
-    if (this.offset !== committedOffset) this.rows.clear();
-    this.offset = committedOffset;
+  /** Forgets every row: the table may hold newer ones (another process committed the stage). */
+  clear(): void {
+    this.rows.clear();
   }
 
   /** A batch's store transaction: reads come from the cache, or from the table once per key. */
@@ -51,10 +45,9 @@ export class TableStoreCache<S> {
     return tableStoreTransaction<S>(sql, this.store, this.rows);
   }
 
-  /** After the batch's transaction committed: its writes, and the offset it committed. */
-  committed(tx: StoreTransaction<S>, committedOffset: number): void {
+  /** After the batch's transaction committed: its writes. */
+  committed(tx: StoreTransaction<S>): void {
     for (const [key, value] of tx.changes()) this.rows.set(key, { value: value ?? undefined });
-    this.offset = committedOffset;
   }
 
   /** Rows deleted from the table outside a batch (the retention purge). */
