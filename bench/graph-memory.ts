@@ -1,7 +1,7 @@
 /**
  * graph-memory: bytes of heap per identifier in enrich's identity graph, as the Kafka runtime holds a partition's
  * state in memory (stream/store.ts PartitionStore over the changelog identity.graph-state):
- *  - value: the cold entries packed in the changelog's Avro schema (shared/kafka/serde.ts AvroPacking, what the Kafka
+ *  - value: the cold entries packed in the changelog's Avro schema (stream/kafka/serde.ts AvroPacking, what the Kafka
  *    runner gives enrich's store);
  *  - baseline: packed as JSON (the store's default, what enrich's store held before).
  * The graph is built the way enrich builds it (identity/graph-state.ts GraphState over batches of 500, each applied to
@@ -16,7 +16,7 @@ import { GraphState, type GraphEntry } from '../services/enrich/identity/graph-s
 import { graphInputOf, pageDataOf } from '../services/enrich/identity/identifiers.js';
 import { createEnrichProcessor } from '../services/enrich/processor.js';
 import { scopeOf } from '../services/enrich/scope.js';
-import { AvroPacking } from '../services/shared/kafka/serde.js';
+import { AvroPacking } from '../services/stream/kafka/serde.js';
 import { HOT_ENTRIES, PartitionStore } from '../services/stream/store.js';
 import { envelopes } from './enrich-graph.js';
 import { childMain, fullGc, measureInChild } from './lib/memory.js';
@@ -110,7 +110,7 @@ export async function benchGraphMemory(log: (l: string) => void): Promise<Omit<B
     p50_ms: null,
     p99_ms: null,
     notes:
-      `value: enrich's partition store with its cold entries packed in the changelog's Avro schema (shared/kafka/serde.ts AvroPacking, as the Kafka runner keeps it); ` +
+      `value: enrich's partition store with its cold entries packed in the changelog's Avro schema (stream/kafka/serde.ts AvroPacking, as the Kafka runner keeps it); ` +
       `baseline: packed as JSON (the store's default). The graph of ${avro.events.toLocaleString('en-US')} purchases of ${PEOPLE.toLocaleString('en-US')} people built as enrich builds it ` +
       `(GraphState, batches of ${BATCH}); heapUsed + arrayBuffers after full GCs, before and after building the store, one process per packing, divided by the store's identifier entries ` +
       `(${avro.identifiers.toLocaleString('en-US')}; its ${avro.clusters.toLocaleString('en-US')} cluster entries counted in). A partition of ${SIZING_IDENTIFIERS.toLocaleString('en-US')} identifiers: ` +

@@ -24,7 +24,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { KafkaAdmin } from '../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../services/shared/kafka/client.js';
-import { topicEnds } from '../services/shared/kafka/reader.js';
+import { topicEnds } from '../services/stream/kafka/reader.js';
 import { silentLogger } from '../services/shared/logger.js';
 import { Topics } from '../services/shared/topics.js';
 import { EVENTS_PER_REQUEST } from './gateway.js';

@@ -18,8 +18,8 @@ import { silentLogger } from '../shared/logger.js';
 import { TOPIC_SPECS } from '../shared/topics.js';
 import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
-import { readTopicRaw } from '../shared/kafka/reader.js';
-import { SchemaRegistryClient } from '../shared/kafka/serde.js';
+import { readTopicRaw } from '../stream/kafka/reader.js';
+import { SchemaRegistryClient } from '../stream/kafka/serde.js';
 import { adminHttp, CliError, decodeOverHttp } from './cli/admin-http.js';
 
 function usage(message?: string): never {

@@ -12,7 +12,7 @@ import type { Config, ServiceRole } from '../shared/config.js';
 import type { Db } from '../shared/db/db.js';
 import { KafkaAdmin } from '../shared/kafka/admin.js';
 import { KafkaConnection } from '../shared/kafka/client.js';
-import { AvroSerde } from '../shared/kafka/serde.js';
+import { AvroSerde } from '../stream/kafka/serde.js';
 import type { Logger } from '../shared/logger.js';
 import { topicSpecs } from '../shared/topics.js';
 import { EmbeddedLog } from '../stream/embedded/log.js';

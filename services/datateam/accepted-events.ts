@@ -9,8 +9,8 @@ import { toNumber } from '../shared/db/db.js';
 import type { EventEnvelope } from '../domain/envelope.js';
 import type { KafkaAdmin } from '../shared/kafka/admin.js';
 import type { KafkaConnection } from '../shared/kafka/client.js';
-import { streamTopicRange } from '../shared/kafka/reader.js';
-import type { AvroSerde } from '../shared/kafka/serde.js';
+import { streamTopicRange } from '../stream/kafka/reader.js';
+import type { AvroSerde } from '../stream/kafka/serde.js';
 import { Topics } from '../shared/topics.js';
 
 /** How far the log's own time may stray from received_at: entered this much before `from`, left this much after `to`. */
@@ -87,7 +87,7 @@ export function embeddedAcceptedEvents(db: Db, pageSize = 500): AcceptedEvents {
 
 /**
  * Kafka: events.raw from the offsets for `from` (offsetsForTimes) to the offsets for `to`, with a reader of its own
- * (shared/kafka/reader.ts streamTopicRange: never a live group), the workspace's keys only, decoded from Avro.
+ * (stream/kafka/reader.ts streamTopicRange: never a live group), the workspace's keys only, decoded from Avro.
  */
 export function kafkaAcceptedEvents(connection: KafkaConnection, admin: KafkaAdmin, serde: AvroSerde): AcceptedEvents {
   return {

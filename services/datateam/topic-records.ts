@@ -1,15 +1,15 @@
 /**
  * Records of any topic, decoded, for operators (GET /admin/v1/topics/{topic}/records, and through it the `decode`
  * command on either runtime): the last N of every partition, or everything from the start, optionally only keys with
- * a prefix (a workspace's: `ws_…:`). Embedded: rows of log_records; Kafka: a reader of its own (shared/kafka/reader.ts,
+ * a prefix (a workspace's: `ws_…:`). Embedded: rows of log_records; Kafka: a reader of its own (stream/kafka/reader.ts,
  * never a live group), values decoded from Avro with the registry.
  */
 import type { Db } from '../shared/db/db.js';
 import { toNumber } from '../shared/db/db.js';
 import type { KafkaAdmin } from '../shared/kafka/admin.js';
 import type { KafkaConnection } from '../shared/kafka/client.js';
-import { decodeOrMark, streamTopicRange } from '../shared/kafka/reader.js';
-import type { AvroSerde } from '../shared/kafka/serde.js';
+import { decodeOrMark, streamTopicRange } from '../stream/kafka/reader.js';
+import type { AvroSerde } from '../stream/kafka/serde.js';
 import type { TopicName } from '../shared/topics.js';
 
 export interface TopicRecord {

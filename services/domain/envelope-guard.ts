@@ -47,7 +47,7 @@ export function checkEnvelope(value: unknown): { ok: true; envelope: EventEnvelo
       if (value.session[f] !== undefined && !isString(value.session[f])) return bad(`session.${f} must be a string`);
     }
   }
-  // A payload decoded from Kafka is parsed on first read (shared/kafka/avro-mapping.ts): checked by a stage that reads it.
+  // A payload decoded from Kafka is parsed on first read (stream/kafka/avro-mapping.ts): checked by a stage that reads it.
   if (!Object.getOwnPropertyDescriptor(value, 'payload')?.get && !isObject(value.payload)) return bad('payload must be an object');
   if (value.graph_erasure !== undefined) {
     const g = value.graph_erasure;

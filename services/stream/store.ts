@@ -33,7 +33,7 @@ export interface KeyValueStore<V> {
 
 /**
  * How a store packs its cold entries into one flat string each, its write time included. The default packs JSON; the
- * Kafka runner packs in the changelog's Avro schema (shared/kafka/serde.ts AvroPacking): a third fewer bytes, and
+ * Kafka runner packs in the changelog's Avro schema (stream/kafka/serde.ts AvroPacking): a third fewer bytes, and
  * faster to read. Values are plain data (they are changelog records too).
  */
 export interface Packing<S> {

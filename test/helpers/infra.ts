@@ -19,8 +19,8 @@ import { openDatabase } from '../../services/shared/db/open.js';
 import { openPostgres } from '../../services/shared/db/postgres.js';
 import { KafkaAdmin } from '../../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
-import { readTopic, topicEnds, type ReadRecord } from '../../services/shared/kafka/reader.js';
-import { AvroSerde } from '../../services/shared/kafka/serde.js';
+import { readTopic, topicEnds, type ReadRecord } from '../../services/stream/kafka/reader.js';
+import { AvroSerde } from '../../services/stream/kafka/serde.js';
 import { silentLogger, type Logger } from '../../services/shared/logger.js';
 import { TOPIC_SPECS, Topics, type TopicName } from '../../services/shared/topics.js';
 

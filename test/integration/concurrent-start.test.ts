@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrationsDir } from '../../services/shared/db/migrate.js';
 import { KafkaAdmin } from '../../services/shared/kafka/admin.js';
 import { KafkaConnection } from '../../services/shared/kafka/client.js';
-import { SchemaRegistryClient, schemaText, subjectOf } from '../../services/shared/kafka/serde.js';
+import { SchemaRegistryClient, schemaText, subjectOf } from '../../services/stream/kafka/serde.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import { TOPIC_SPECS, Topics, type TopicName } from '../../services/shared/topics.js';
 import { adminClient } from '../helpers/admin-client.js';

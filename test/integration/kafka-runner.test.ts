@@ -14,7 +14,7 @@ import { IdempotentProducer, ProducerFencedError, TransactionalProducer, type Gr
 import { silentLogger } from '../../services/shared/logger.js';
 import { KafkaEventLog } from '../../services/stream/kafka/log.js';
 import { KafkaStageRunner, STAGE_GROUP_HEADER } from '../../services/stream/kafka/runner.js';
-import { readTopicRaw, type ReadRecord } from '../../services/shared/kafka/reader.js';
+import { readTopicRaw, type ReadRecord } from '../../services/stream/kafka/reader.js';
 import { drop, ok, perRecord, type DeadLetter, type Stage } from '../../services/stream/contract.js';
 import { Topics } from '../../services/shared/topics.js';
 import { webEvent } from '../helpers/factories.js';

@@ -13,7 +13,7 @@ import pino, { type Logger } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { conversion } from '../helpers/forwarder-rig.js';
 import type { ConversionDeadLetter } from '../../services/forwarder/outbox-repo.js';
-import { AvroSerde, schemasDir, schemaText, subjectOf, UndecodableRecordError } from '../../services/shared/kafka/serde.js';
+import { AvroSerde, schemasDir, schemaText, subjectOf, UndecodableRecordError } from '../../services/stream/kafka/serde.js';
 import { silentLogger } from '../../services/shared/logger.js';
 import type { DeadLetter } from '../../services/stream/contract.js';
 import { Topics, type TopicName } from '../../services/shared/topics.js';

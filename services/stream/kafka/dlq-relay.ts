@@ -8,7 +8,7 @@ import type { Db } from '../../shared/db/db.js';
 import { toNumber } from '../../shared/db/db.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { IdempotentProducer } from '../../shared/kafka/producer.js';
-import type { AvroSerde } from '../../shared/kafka/serde.js';
+import type { AvroSerde } from './serde.js';
 import type { Logger } from '../../shared/logger.js';
 import { kafkaProduceDuration } from '../../shared/metrics.js';
 import { PollLoop } from '../../shared/poll-loop.js';

@@ -10,7 +10,7 @@
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { IdempotentProducer, type OutgoingRecord } from '../../shared/kafka/producer.js';
-import type { AvroSerde } from '../../shared/kafka/serde.js';
+import type { AvroSerde } from './serde.js';
 import type { Logger } from '../../shared/logger.js';
 import { kafkaProduceDuration } from '../../shared/metrics.js';
 import type { TopicName } from '../../shared/topics.js';

@@ -2,12 +2,12 @@
  * The Kafka runtime's RangeReader (stream/range.ts). Bounds come from the broker's offsets for a time; a stage's
  * outputs carry their input's timestamp, which is just after the event was received, so the bounds take a minute more
  * on each side and the caller filters on the receive time. Reading goes through a throw-away consumer group
- * (shared/kafka/reader.ts), so the live groups' offsets never move.
+ * (stream/kafka/reader.ts), so the live groups' offsets never move.
  */
 import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
-import { decodeOrMark, streamTopicRange, type RawRecord } from '../../shared/kafka/reader.js';
-import type { AvroSerde } from '../../shared/kafka/serde.js';
+import { decodeOrMark, streamTopicRange, type RawRecord } from './reader.js';
+import type { AvroSerde } from './serde.js';
 import type { TopicName } from '../../shared/topics.js';
 import type { InputRecord } from '../contract.js';
 import type { Positions, RangeChunk, RangeReader, RangeReadOptions } from '../range.js';

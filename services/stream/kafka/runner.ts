@@ -29,7 +29,7 @@ import type { KafkaAdmin } from '../../shared/kafka/admin.js';
 import type { KafkaConnection } from '../../shared/kafka/client.js';
 import { GroupConsumer, type Assignment, type ConsumedBatch, type ConsumedRecord } from '../../shared/kafka/consumer.js';
 import { refusedForGeneration, TransactionalProducer, type GroupMember, type NextOffset, type OutgoingRecord } from '../../shared/kafka/producer.js';
-import { AvroPacking, UndecodableRecordError, type AvroSerde } from '../../shared/kafka/serde.js';
+import { AvroPacking, UndecodableRecordError, type AvroSerde } from './serde.js';
 import { entryOfStageLetter, recordDeadLetters, type DeadLetter } from '../../domain/dead-letter.js';
 import type { Logger } from '../../shared/logger.js';
 import { sleep } from '../../shared/sleep.js';

@@ -4,10 +4,10 @@
  * offsets, consumes until its position reaches the end offsets measured when the read started, and is deleted.
  */
 import { randomUUID } from 'node:crypto';
-import type { TopicName } from '../topics.js';
-import type { KafkaAdmin } from './admin.js';
-import type { KafkaConnection } from './client.js';
-import { GroupConsumer } from './consumer.js';
+import type { TopicName } from '../../shared/topics.js';
+import type { KafkaAdmin } from '../../shared/kafka/admin.js';
+import type { KafkaConnection } from '../../shared/kafka/client.js';
+import { GroupConsumer } from '../../shared/kafka/consumer.js';
 import { UndecodableRecordError, type AvroSerde } from './serde.js';
 
 export interface ReadRecord<V = unknown> {

@@ -9,7 +9,7 @@ import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
 import { serverEvent, webEvent } from '../../../test/helpers/factories.js';
 import { fromA } from '../../../test/helpers/envelopes.js';
-import { repoRoot } from '../repo-root.js';
+import { repoRoot } from '../../shared/repo-root.js';
 import { clickIdsOf } from '../../domain/click-id.js';
 import { commerceOf } from '../../domain/commerce.js';
 import { envelopeMapping } from './avro-mapping.js';

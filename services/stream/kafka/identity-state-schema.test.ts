@@ -8,9 +8,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import avro from 'avsc';
 import { describe, expect, it } from 'vitest';
-import { repoRoot } from '../repo-root.js';
-import { Topics } from '../topics.js';
-import { PartitionStore } from '../../stream/store.js';
+import { repoRoot } from '../../shared/repo-root.js';
+import { Topics } from '../../shared/topics.js';
+import { PartitionStore } from '../store.js';
 import { identityStateMapping } from './avro-mapping.js';
 import { AvroPacking, FramedAvroWriter } from './serde.js';
 

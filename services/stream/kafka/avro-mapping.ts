@@ -8,7 +8,7 @@
  */
 import { compactExplanation, expandExplanation, type ConversionReady, type PlatformEventRecord, type PlatformUser } from '../../domain/conversion.js';
 import { CLICK_ID_PARAMS, COMMERCE_STRING_FIELDS, type Commerce, type EventEnvelope, type Identifier, type SessionData } from '../../domain/envelope.js';
-import { Topics, type TopicName } from '../topics.js';
+import { Topics, type TopicName } from '../../shared/topics.js';
 import type { DeadLetter } from '../../domain/dead-letter.js';
 
 /* eslint-disable @typescript-eslint/no-explicit-any */

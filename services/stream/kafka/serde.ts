@@ -11,12 +11,12 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SchemaRegistry } from '@kafkajs/confluent-schema-registry';
 import avro from 'avsc';
-import type { Logger } from '../logger.js';
-import { repoRoot } from '../repo-root.js';
-import { withRetries } from '../retry.js';
-import { Topics, type TopicName } from '../topics.js';
+import type { Logger } from '../../shared/logger.js';
+import { repoRoot } from '../../shared/repo-root.js';
+import { withRetries } from '../../shared/retry.js';
+import { Topics, type TopicName } from '../../shared/topics.js';
 import { TOPIC_MAPPINGS } from './avro-mapping.js';
-import { ServiceError } from '../errors.js';
+import { ServiceError } from '../../shared/errors.js';
 
 const MAGIC_BYTE = 0;
 const REGISTRY_CONTENT_TYPE = 'application/vnd.schemaregistry.v1+json';
