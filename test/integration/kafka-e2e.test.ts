@@ -141,9 +141,12 @@ describe('HTTP in, the platform sandbox out, on Kafka', () => {
     const dying = s2;
     target = [s1];
     await dying.kill();
-    // The moment it is gone (plus a second for bytes it wrote before dying that the in-process sandbox has yet to read):
-    // a first send stamped later than this came from a live process, which would be a double send.
-    const killedAt = new Date(Date.now() + 1_000).toISOString();
+    // The moment it is gone, plus three seconds for bytes it wrote before dying that the in-process sandbox has yet to
+    // read (the sandbox shares this file's event loop, which lags on a loaded machine: one second was once too few
+    // with the whole suite running). A first send stamped later than this came from a live process, which would be a
+    // double send. The margin stays well inside the dead sender's lease (2 × the request timeout + 1 s from its last
+    // send), before whose end no live process sends its connection's conversions again.
+    const killedAt = new Date(Date.now() + 3_000).toISOString();
     s2 = await start();
     target = [s1, s2];
     await Promise.all(senders);
