@@ -38,6 +38,7 @@ import {
   admin,
   runLoad,
   scrapeSums,
+  scrapeTotals,
   sleep,
   startJsonLineChild,
   startServiceChild,
@@ -305,9 +306,12 @@ export async function benchPipeline(
       const maxRate = rate(max);
       const maxLat = summary(latencies(max.prefix, max.delivered, max.oks));
       log(`  max: ${max.delivered.at.size}/${max.accepted} delivered (${maxRequests} requests), ${Math.round(maxRate)} conversions/s; gateway accepted at ${Math.round(max.result.okPerSec * EVENTS_PER_REQUEST)} events/s; latency under backlog p50 ${maxLat.p50} ms p99 ${maxLat.p99} ms`);
-      const stages = stageDelta(stagesBefore, await stageTimes(service.metricsUrls), spanSec(max));
+      const stagesAfter = await stageTimes(service.metricsUrls);
+      const stages = stageDelta(stagesBefore, stagesAfter, spanSec(max));
+      const store = storeDelta(stagesBefore, stagesAfter, spanSec(max), max.delivered.at.size);
       const cpuPerConversion = perConversion(cpuBefore, readAll(cpu), max.delivered.at.size);
       log(`  CPU per conversion over the max phase (µs): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+      if (store) log(`  the embedded store's thread over the max phase: busy ${store.busySec} s (${Math.round(store.busyShare * 100)}% of it), ${store.usPerConversion} µs and ${store.statementsPerConversion} statements a conversion`);
       log(`  stages over the max phase (${round(spanSec(max), 1)} s): ${Object.entries(stages).map(([k, v]) => `${k} ${v.busySec} s busy (Kafka transactions ${v.kafkaCommitSec} s) in ${v.batches} batches (${v.recordsPerBatch} records/batch)`).join('; ')}`);
 
       // 3. half load
@@ -338,11 +342,12 @@ export async function benchPipeline(
           `Half load: open loop at ${round(halfReqRate, 2)} requests/s (${Math.round(halfReqRate * EVENTS_PER_REQUEST)} conversions/s) for ${HALF_SEC} s, delivered at ${Math.round(halfRate)}/s; p50/p99 = sandbox received_at − the request's 2xx, over ${halfLat.n} conversions. ` +
           (complete ? 'Every accepted conversion was delivered.' : `NOT every accepted conversion arrived within ${DRAIN_TIMEOUT_MS / 1000} s of its phase.`) +
           ` CPU per conversion over the max phase (µs, /proc): ${Object.entries(cpuPerConversion).map(([k, v]) => `${k} ${v}`).join(', ')}. ` +
+          (store ? `The embedded store's thread (PGlite) over the max phase: busy ${Math.round(store.busyShare * 100)}% of it, ${store.usPerConversion} µs and ${store.statementsPerConversion} statements a conversion (embedded_store_busy_seconds_total). ` : '') +
           `What limits it: bench/README.md and bench/profiles/pipeline-${runtime}.md.`,
         detail: {
           layout: service.layout,
           calibration: phaseDetail(cal),
-          max: { ...phaseDetail(max), latency: maxLat, stages, cpuUsPerConversion: cpuPerConversion },
+          max: { ...phaseDetail(max), latency: maxLat, stages, cpuUsPerConversion: cpuPerConversion, ...(store ? { store } : {}) },
           half: { ...phaseDetail(half), latency: halfLat, offeredPerSec: halfReqRate * EVENTS_PER_REQUEST },
         },
       };
@@ -447,9 +452,31 @@ type Phase = { result: LoadResult; accepted: number; delivered: Delivered; oks: 
 async function stageTimes(metricsUrls: readonly string[]): Promise<Map<string, number>> {
   const sum = new Map<string, number>();
   for (const url of metricsUrls) {
-    for (const [k, v] of [...(await scrapeSums(url, 'stage')), ...(await scrapeSums(url, 'producer'))]) sum.set(k, (sum.get(k) ?? 0) + v);
+    const totals = await scrapeTotals(url, STORE_TOTALS);
+    for (const [k, v] of [...(await scrapeSums(url, 'stage')), ...(await scrapeSums(url, 'producer')), ...totals]) sum.set(k, (sum.get(k) ?? 0) + v);
   }
   return sum;
+}
+
+/** The embedded store's thread: its busy time and statements (shared/db/pglite.ts); absent on Kafka. */
+const STORE_TOTALS = ['embedded_store_busy_seconds_total', 'embedded_store_statements_total'];
+
+/**
+ * The embedded store's thread over a phase: busy share of the span (1 = saturated, the runtime's ceiling), its
+ * busy time and statements a conversion. Null on Kafka (no embedded store).
+ */
+function storeDelta(before: Map<string, number>, after: Map<string, number>, spanSec: number, conversions: number) {
+  const d = (k: string) => (after.get(k) ?? 0) - (before.get(k) ?? 0);
+  const busy = d('embedded_store_busy_seconds_total');
+  const statements = d('embedded_store_statements_total');
+  if (!after.has('embedded_store_busy_seconds_total') || conversions === 0) return null;
+  return {
+    busySec: round(busy, 2),
+    busyShare: round(busy / spanSec, 2),
+    usPerConversion: Math.round((busy * 1e6) / conversions),
+    statements,
+    statementsPerConversion: round(statements / conversions, 3),
+  };
 }
 
 function stageDelta(before: Map<string, number>, after: Map<string, number>, spanSec: number) {

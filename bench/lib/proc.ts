@@ -143,6 +143,17 @@ export async function scrapeSums(metricsUrl: string, label: string): Promise<Map
   return out;
 }
 
+/** Values of unlabelled Prometheus samples (text format) by metric name; absent names are absent. */
+export async function scrapeTotals(metricsUrl: string, names: readonly string[]): Promise<Map<string, number>> {
+  const text = await (await fetch(metricsUrl)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^([a-z_]+) ([0-9.e+-]+)$/.exec(line);
+    if (m && names.includes(m[1]!)) out.set(m[1]!, Number(m[2]));
+  }
+  return out;
+}
+
 /** Starts a process that prints one JSON line when it listens; resolves that line. */
 export async function startJsonLineChild<T>(cpu: number | undefined, args: readonly string[], env: Record<string, string>, what: string): Promise<{ child: Child; info: T }> {
   const child = spawnChild(cpu, args, env);

@@ -117,6 +117,22 @@ export const embeddedVacuumDuration = new Histogram({
   registers: [registry],
 });
 
+/**
+ * The embedded store's thread (PGlite) runs every statement of the process, one at a time: its busy time over wall
+ * time is how close the embedded runtime is to its store's ceiling (shared/db/pglite.ts).
+ */
+export const embeddedStoreBusy = new Counter({
+  name: 'embedded_store_busy_seconds_total',
+  help: "Time the embedded store's thread (PGlite) was busy: statements, their protocol, its garbage collection. Its rate is the store's utilisation (1 = saturated)",
+  registers: [registry],
+});
+
+export const embeddedStoreStatements = new Counter({
+  name: 'embedded_store_statements_total',
+  help: "Statements (and scripts) the embedded store's thread (PGlite) ran",
+  registers: [registry],
+});
+
 // ---- Kafka runtime (services/stream/kafka/*.ts) ----
 
 export const kafkaProduceDuration = new Histogram({

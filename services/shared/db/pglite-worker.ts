@@ -155,9 +155,10 @@ port.on('message', (m: Message) => {
   turn = turn.then(() => {
     if (m.close) return pg.close().then(() => port.postMessage({ id: m.id, rows: [] }), (e: unknown) => port.postMessage({ id: m.id, error: plain(e) }));
     const answer: Promise<Answer> = m.exec ? pg.exec(m.text!).then(() => ({ rows: [] })) : query(m.text!, m.params, m.alone === true);
+    // `busy`: this thread's busy time so far (ms), its event loop's active time (embedded_store_busy_seconds_total).
     return answer.then(
-      (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows }),
-      (e: unknown) => port.postMessage({ id: m.id, error: plain(e) }),
+      (r) => port.postMessage({ id: m.id, rows: r.rows, affectedRows: r.affectedRows, busy: performance.eventLoopUtilization().active }),
+      (e: unknown) => port.postMessage({ id: m.id, error: plain(e), busy: performance.eventLoopUtilization().active }),
     );
   });
 });

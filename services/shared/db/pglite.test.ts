@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from './open.js';
 import { preparedStatementCases } from '../../../test/helpers/prepared-cases.js';
 import type { Db } from './db.js';
+import { embeddedStoreBusy, embeddedStoreStatements } from '../metrics.js';
 import { FairTaskQueue } from './pglite.js';
 import { StatementNames } from './prepared-statements.js';
 
@@ -87,6 +88,23 @@ describe('the embedded store', () => {
       { n: 2, who: 'append' },
       { n: 3, who: 'stage' },
     ]);
+  });
+
+  it("counts its thread's busy time and the statements it ran (embedded_store_busy_seconds_total, embedded_store_statements_total)", async () => {
+    const db = await opened;
+    const busyBefore = (await embeddedStoreBusy.get()).values[0]!.value;
+    const statementsBefore = (await embeddedStoreStatements.get()).values[0]!.value;
+    const started = performance.now();
+    // generate_series over 200,000 rows keeps the thread busy for a measurable while.
+    await db.query('SELECT count(*) FROM generate_series(1, 200000)');
+    await db.transaction(async (tx) => tx.query('SELECT $1::int AS n', [1]));
+    const elapsedSec = (performance.now() - started) / 1000;
+    const busy = (await embeddedStoreBusy.get()).values[0]!.value - busyBefore;
+    // The query, then BEGIN, the statement and COMMIT.
+    expect((await embeddedStoreStatements.get()).values[0]!.value - statementsBefore).toBe(4);
+    expect(busy).toBeGreaterThan(0);
+    // Busy time of the thread during these statements: never more than the time they took.
+    expect(busy).toBeLessThanOrEqual(elapsedSec);
   });
 });
 

@@ -12,6 +12,7 @@ import { mkdirSync } from 'node:fs';
 import { extname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { embeddedStoreBusy, embeddedStoreStatements } from '../metrics.js';
 import { inTransaction, type Db, type QueryResult, type Tx } from './db.js';
 
 interface Reply {
@@ -19,6 +20,8 @@ interface Reply {
   readonly ready?: boolean;
   readonly rows?: unknown[];
   readonly affectedRows?: number;
+  /** The thread's busy time so far, ms (pglite-worker.ts). */
+  readonly busy?: number;
   readonly error?: { message: string; name?: string } & Record<string, unknown>;
 }
 
@@ -75,6 +78,8 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
   const worker = new Worker(new URL(`./pglite-worker${extname(fileURLToPath(import.meta.url))}`, import.meta.url), { workerData: { dataDir } });
   const pending = new Map<number, { resolve: (r: Reply) => void; reject: (e: Error) => void }>();
   let nextId = 0;
+  /** The thread's busy time (ms) as its last answer said, counted into embedded_store_busy_seconds_total. */
+  let busy = 0;
   let gone: Error | undefined;
   const fail = (err: Error): void => {
     gone ??= err;
@@ -87,6 +92,10 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
         if (m.ready) resolve();
         else reject(errorOf(m.error!));
         return;
+      }
+      if (m.busy !== undefined && m.busy > busy) {
+        embeddedStoreBusy.inc((m.busy - busy) / 1000);
+        busy = m.busy;
       }
       const p = pending.get(m.id!);
       if (!p) return;
@@ -117,6 +126,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       if (pending.size === 0) worker.ref();
       pending.set(id, { resolve, reject });
       worker.postMessage({ ...message, id });
+      embeddedStoreStatements.inc();
     });
   };
   /** `alone`: no transaction of the caller's is open (the thread may retry a statement at once). */
