@@ -126,7 +126,7 @@ export async function openPglite(dataDir: string | undefined): Promise<Db> {
       if (pending.size === 0) worker.ref();
       pending.set(id, { resolve, reject });
       worker.postMessage({ ...message, id });
-      embeddedStoreStatements.inc();
+      if (message.close === undefined) embeddedStoreStatements.inc();
     });
   };
   /** `alone`: no transaction of the caller's is open (the thread may retry a statement at once). */
