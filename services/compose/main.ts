@@ -19,6 +19,10 @@ import { startMetricsServer } from '../shared/metrics-server.js';
 import { Topics } from '../shared/topics.js';
 import { startService } from './service.js';
 import { MigrationChangedError } from '../shared/db/migrate.js';
+import { tuneCollector } from '../shared/collector.js';
+
+// Before any work: the collector's settings depend on the CPUs this process may use (shared/collector.ts).
+const collectorTuning = tuneCollector();
 
 /** A bad configuration: one line on stderr, exit code 1 (no stack trace). */
 function failStart(message: string): never {
@@ -85,6 +89,7 @@ function forgetGeneratedKey(): void {
 }
 
 const logger = createLogger(config.logLevel, { role: config.role });
+if (collectorTuning.length > 0) logger.info({ v8_flags: collectorTuning }, 'one CPU available: the collector scavenges on the main thread');
 let service: Awaited<ReturnType<typeof startService>>;
 try {
   service = await startService(config, logger);

@@ -106,8 +106,10 @@ interface Prepared<S> {
   readonly tx: StoreTransaction<S>;
   /** The changelog records' values of the store's writes, by key (the store packs them when they turn cold). */
   readonly encoded: Map<string, Buffer> | undefined;
-  readonly counts: Outcome[];
-  readonly processed: Outcome[];
+  /** What each record came to, for stage_records_total: an ok record's outputs are not kept (they are encoded). */
+  readonly counts: ReadonlyArray<Pick<Outcome, 'type'> & { readonly reason?: string }>;
+  /** The stage's outcomes, kept until the commit only for a stage that reads them then (afterCommit). */
+  readonly processed: Outcome[] | undefined;
   readonly evicted: number;
   /** Offset of the chunk's last record. */
   readonly last: bigint;
@@ -122,6 +124,8 @@ interface Prepared<S> {
  * transaction takes ~0.1–0.2 s.
  */
 const TRANSACTION_TIMEOUT_MS = 10_000;
+
+const COUNTED_OK = { type: 'ok' } as const;
 
 export class KafkaStageRunner<V, S> implements StageRunner {
   readonly stage: string;
@@ -433,7 +437,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       if (list) list.push(record);
       else outputs.set(topic, [record]);
     };
-    const counts: Outcome[] = [];
+    const counts: Array<Pick<Outcome, 'type'> & { readonly reason?: string }> = [];
     let processed: Outcome[];
     try {
       processed = await this.deps.sql.transaction(async (sql) => {
@@ -477,7 +481,9 @@ export class KafkaStageRunner<V, S> implements StageRunner {
             letters.push(letter.letter);
             push(Topics.eventsDlq, letter.record);
           }
-          counts.push(outcome);
+          // A chunk waiting for its commit holds as little as it can: the live data it holds is what every
+          // scavenge of the next chunk's allocations copies (docs/decisions.md).
+          counts.push(outcome.type === 'ok' ? COUNTED_OK : outcome);
         }
         // A batch output that does not fit its schema is a bug of the stage, not of a record: the chunk fails and waits.
         const timestamp = chunk.at(-1)!.timestamp;
@@ -513,7 +519,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       }
       if (changes.length > 0) outputs.set(this.changelog!, changes);
     }
-    return { outputs, tx, encoded, counts, processed, evicted, last: chunk.at(-1)!.offset, highWatermark, end };
+    return { outputs, tx, encoded, counts, processed: processor.afterCommit ? processed : undefined, evicted, last: chunk.at(-1)!.offset, highWatermark, end };
   }
 
   /**
@@ -542,7 +548,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
     countStageRecords(processor.name, c.counts);
     if (c.evicted > 0) stateStorePurged.inc({ store: processor.store!.name }, c.evicted);
     setConsumerLag(processor.name, this.input, task.partition, c.highWatermark, c.last + 1n);
-    processor.afterCommit?.(c.processed);
+    if (c.processed) processor.afterCommit?.(c.processed);
     return true;
   }
 
