@@ -58,7 +58,13 @@ export const stageRecords = new Counter({
 });
 
 /** A batch's outcomes counted into stage_records_total once per (outcome, reason), not once per record. */
-export function countStageRecords(stage: string, outcomes: Iterable<{ readonly type: string; readonly reason?: string }>): void {
+/** What stage_records_total needs of a record's outcome (not its outputs). */
+export interface CountedOutcome {
+  readonly type: string;
+  readonly reason?: string;
+}
+
+export function countStageRecords(stage: string, outcomes: Iterable<CountedOutcome>): void {
   const counts = new Map<string, { outcome: string; reason: string; n: number }>();
   for (const o of outcomes) {
     const reason = o.type === 'ok' ? '' : (o.reason ?? '');

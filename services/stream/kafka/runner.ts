@@ -40,6 +40,7 @@ import {
   kafkaRebalances,
   stageBatchDuration,
   countStageRecords,
+  type CountedOutcome,
   stateStorePurged,
   stateStoreRestored,
   stateStoreRestoreDuration,
@@ -110,7 +111,7 @@ interface Prepared<S> {
   /** The changelog records' values of the store's writes, by key (the store packs them when they turn cold). */
   readonly encoded: Map<string, Buffer> | undefined;
   /** What each record came to, for stage_records_total: an ok record's outputs are not kept (they are encoded). */
-  readonly counts: ReadonlyArray<Pick<Outcome, 'type'> & { readonly reason?: string }>;
+  readonly counts: readonly CountedOutcome[];
   /** The stage's outcomes, kept until the commit only for a stage that reads them then (afterCommit). */
   readonly processed: Outcome[] | undefined;
   readonly evicted: number;
@@ -128,7 +129,7 @@ interface Prepared<S> {
  */
 const TRANSACTION_TIMEOUT_MS = 10_000;
 
-const COUNTED_OK = { type: 'ok' } as const;
+const COUNTED_OK: CountedOutcome = { type: 'ok' };
 
 /** Most records of a fetched batch in one chunk (one transaction), unless the options say otherwise. */
 const DEFAULT_CHUNK_RECORDS = 1_000;
@@ -443,7 +444,7 @@ export class KafkaStageRunner<V, S> implements StageRunner {
       if (list) list.push(record);
       else outputs.set(topic, [record]);
     };
-    const counts: Array<Pick<Outcome, 'type'> & { readonly reason?: string }> = [];
+    const counts: CountedOutcome[] = [];
     let processed: Outcome[];
     try {
       processed = await this.deps.sql.transaction(async (sql) => {
