@@ -141,12 +141,13 @@ describe('HTTP in, the platform sandbox out, on Kafka', () => {
     const dying = s2;
     target = [s1];
     await dying.kill();
-    // The moment it is gone, plus three seconds for bytes it wrote before dying that the in-process sandbox has yet to
+    // The moment it is gone, plus four seconds for bytes it wrote before dying that the in-process sandbox has yet to
     // read (the sandbox shares this file's event loop, which lags on a loaded machine: one second was once too few
-    // with the whole suite running). A first send stamped later than this came from a live process, which would be a
-    // double send. The margin stays well inside the dead sender's lease (2 × the request timeout + 1 s from its last
-    // send), before whose end no live process sends its connection's conversions again.
-    const killedAt = new Date(Date.now() + 3_000).toISOString();
+    // with the whole suite running, three once too few with five Kafka files running at once). A first send stamped
+    // later than this came from a live process, which would be a double send. The margin stays inside the dead
+    // sender's lease (2 × the request timeout + 1 s from its last send, 5 s here), before whose end no live process
+    // sends its connection's conversions again.
+    const killedAt = new Date(Date.now() + 4_000).toISOString();
     s2 = await start();
     target = [s1, s2];
     await Promise.all(senders);
