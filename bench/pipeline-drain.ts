@@ -16,6 +16,8 @@
  * Each side: records/s = unique events / (last committed output − its processes' ready signal); CPU from /proc of
  * its processes, of Postgres and of the broker, over the same window and per tenth of the drain (tenths by output
  * count; the first starts at the last sample before the first output). Start-up (spawn → ready) is kept beside.
+ * Profiled (`--profile-pipeline`): our enrich process (BENCH_PROFILE_ROLE: dedupe or identity-sink instead) runs under
+ * --cpu-prof, summarised as bench/profiles/<shape's name>.md; the profiler slows it, so that run writes no result.
  */
 import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
@@ -35,6 +37,7 @@ import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js
 import { round, type BenchResult } from './lib/results.js';
 import { tenthWindows, window, type Cpu, type Sample, type Window } from './lib/drain-windows.js';
 import { startGroupsAtEnd } from './pipeline.js';
+import { freshProfileDir, writeProfilePage } from './lib/thread-profiles.js';
 
 export const DRAIN_EVENTS = Number(process.env.BENCH_DRAIN_EVENTS ?? 500_000);
 /** Longest a side may take to drain before its run is cut off and reported as incomplete. */
@@ -266,7 +269,20 @@ function identityTable(seed: number, people: number): string {
   return `${lines.join('\n')}\n`;
 }
 
-export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<string, string>, log: (l: string) => void): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
+/** The stage roles of our side of the drain, each a process of its own. */
+const DRAIN_ROLES = ['dedupe', 'enrich', 'identity-sink'] as const;
+
+export async function benchPipelineDrain(
+  shape: DrainShape,
+  runtimeEnv: Record<string, string>,
+  log: (l: string) => void,
+  opts: { profile?: boolean } = {},
+): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
+  const profiledRole = process.env.BENCH_PROFILE_ROLE ?? 'enrich';
+  if (opts.profile && !(DRAIN_ROLES as readonly string[]).includes(profiledRole)) {
+    throw new Error(`BENCH_PROFILE_ROLE=${profiledRole}: the drain runs ${DRAIN_ROLES.join(', ')}`);
+  }
+  const profile = opts.profile ? freshProfileDir(shape.name) : undefined;
   const requests = Math.ceil(DRAIN_EVENTS / EVENTS_PER_REQUEST);
   const events = requests * EVENTS_PER_REQUEST;
   const unique = uniqueEvents(requests);
@@ -387,11 +403,14 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
       },
       ['dedupe', 'enrich', 'sink', 'postgres'],
       async () => {
-        const role = (name: string) => ({ ...env, SERVICE_ROLE: name, GRAPH_SINK_ROLE: 'identity-sink' });
+        const role = (name: (typeof DRAIN_ROLES)[number]) => ({
+          env: { ...env, SERVICE_ROLE: name, GRAPH_SINK_ROLE: 'identity-sink' },
+          nodeArgs: profile && name === profiledRole ? [...STAGE_NODE_ARGS, ...profile.nodeArgs] : STAGE_NODE_ARGS,
+        });
         const [d, e, g] = await Promise.all([
-          startServiceChild({ env: role('dedupe'), cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
-          startServiceChild({ env: role('enrich'), cpu: LOAD_CPU, nodeArgs: STAGE_NODE_ARGS }),
-          startServiceChild({ env: role('identity-sink'), cpu: SERVER_CPU, nodeArgs: STAGE_NODE_ARGS }),
+          startServiceChild({ ...role('dedupe'), cpu: SERVER_CPU }),
+          startServiceChild({ ...role('enrich'), cpu: LOAD_CPU }),
+          startServiceChild({ ...role('identity-sink'), cpu: SERVER_CPU }),
         ]);
         stages.dedupe = d;
         stages.enrich = e;
@@ -404,6 +423,7 @@ export async function benchPipelineDrain(shape: DrainShape, runtimeEnv: Record<s
     if (!ours.complete) log(`  service output:\n${stages.enrich?.output().slice(-2000)}\n${stages.dedupe?.output().slice(-2000)}`);
     await Promise.all(running.map((c) => c.stop()));
     running.length = 0;
+    if (profile) writeProfilePage(shape.name, profile.dir, `${shape.name}: the service's ${profiledRole} process during the drain (${shape.people} people)`, log);
     const o = ours.overall.cpuUsPerRecord;
     log(`  service: ${ours.outputs}/${unique} in ${ours.spanSec} s after ${ours.startupSec} s of start-up = ${ours.recordsPerSec} records/s, ${o.total} µs CPU/record (dedupe ${o.dedupe}, enrich ${o.enrich}, sink ${o.sink}, Postgres ${o.postgres}; broker ${o.broker ?? '?'})`);
     log(`  service tenths: ${ours.tenths.map((w) => `${w.recordsPerSec}/s ${w.cpuUsPerRecord.total} µs`).join(' | ')}`);

@@ -2,7 +2,7 @@
  * `make bench`: runs every benchmark, writes bench/results/<name>.json and the table in bench/README.md.
  * `node dist/bench/run.js [name…] [flags]` runs only the named ones (e.g. `gateway-embedded dedupe-memory`). Flags:
  * `--no-profile` (no profiled gateway runs), `--no-whatif` (no gateway-kafka what-if), `--profile-pipeline` (the
- * pipelines under --cpu-prof, for bench/profiles/; their results are not written). BENCH_PRIVATE_KAFKA=1: the Kafka
+ * pipelines and the drains under --cpu-prof, for bench/profiles/; their results are not written). BENCH_PRIVATE_KAFKA=1: the Kafka
  * benchmarks on a broker of their own (bench/lib/infra.ts). Before the Kafka pipelines the broker is warmed up with
  * the pipeline's own work, not measured (bench/pipeline.ts warmUpBroker; BENCH_BROKER_WARM_UP=0 skips it).
  *
@@ -174,8 +174,10 @@ async function main(): Promise<void> {
       continue;
     }
     await attempt(name, async () => {
-      const r = await benchPipelineDrain(shape, kenv.env, log);
-      log(`  → ${writeResult({ ...r, git_sha: sha, date, kafka_client: SERVICE_KAFKA_CLIENTS })}`);
+      // --profile-pipeline: the drain under --cpu-prof for bench/profiles/<name>.md; its numbers are not the results.
+      const r = await benchPipelineDrain(shape, kenv.env, log, { profile: flags.profilePipeline });
+      if (flags.profilePipeline) log('  (profiled run: results not written)');
+      else log(`  → ${writeResult({ ...r, git_sha: sha, date, kafka_client: SERVICE_KAFKA_CLIENTS })}`);
     });
   }
 
