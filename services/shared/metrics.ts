@@ -57,13 +57,13 @@ export const stageRecords = new Counter({
   registers: [registry],
 });
 
-/** A batch's outcomes counted into stage_records_total once per (outcome, reason), not once per record. */
 /** What stage_records_total needs of a record's outcome (not its outputs). */
 export interface CountedOutcome {
   readonly type: string;
   readonly reason?: string;
 }
 
+/** A batch's outcomes counted into stage_records_total once per (outcome, reason), not once per record. */
 export function countStageRecords(stage: string, outcomes: Iterable<CountedOutcome>): void {
   const counts = new Map<string, { outcome: string; reason: string; n: number }>();
   for (const o of outcomes) {
