@@ -37,7 +37,7 @@ import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js
 import { round, type BenchResult } from './lib/results.js';
 import { tenthWindows, window, type Cpu, type Sample, type Window } from './lib/drain-windows.js';
 import { startGroupsAtEnd } from './pipeline.js';
-import { freshProfileDir, writeProfilePage } from './lib/thread-profiles.js';
+import { freshProfileDir, profiledRole, writeProfilePage } from './lib/thread-profiles.js';
 
 export const DRAIN_EVENTS = Number(process.env.BENCH_DRAIN_EVENTS ?? 500_000);
 /** Longest a side may take to drain before its run is cut off and reported as incomplete. */
@@ -278,9 +278,9 @@ export async function benchPipelineDrain(
   log: (l: string) => void,
   opts: { profile?: boolean } = {},
 ): Promise<Omit<BenchResult, 'git_sha' | 'date'>> {
-  const profiledRole = process.env.BENCH_PROFILE_ROLE ?? 'enrich';
-  if (opts.profile && !(DRAIN_ROLES as readonly string[]).includes(profiledRole)) {
-    throw new Error(`BENCH_PROFILE_ROLE=${profiledRole}: the drain runs ${DRAIN_ROLES.join(', ')}`);
+  const profiled = profiledRole();
+  if (opts.profile && !(DRAIN_ROLES as readonly string[]).includes(profiled)) {
+    throw new Error(`BENCH_PROFILE_ROLE=${profiled}: the drain runs ${DRAIN_ROLES.join(', ')}`);
   }
   const profile = opts.profile ? freshProfileDir(shape.name) : undefined;
   const requests = Math.ceil(DRAIN_EVENTS / EVENTS_PER_REQUEST);
@@ -405,7 +405,7 @@ export async function benchPipelineDrain(
       async () => {
         const role = (name: (typeof DRAIN_ROLES)[number]) => ({
           env: { ...env, SERVICE_ROLE: name, GRAPH_SINK_ROLE: 'identity-sink' },
-          nodeArgs: profile && name === profiledRole ? [...STAGE_NODE_ARGS, ...profile.nodeArgs] : STAGE_NODE_ARGS,
+          nodeArgs: profile && name === profiled ? [...STAGE_NODE_ARGS, ...profile.nodeArgs] : STAGE_NODE_ARGS,
         });
         const [d, e, g] = await Promise.all([
           startServiceChild({ ...role('dedupe'), cpu: SERVER_CPU }),
@@ -423,7 +423,7 @@ export async function benchPipelineDrain(
     if (!ours.complete) log(`  service output:\n${stages.enrich?.output().slice(-2000)}\n${stages.dedupe?.output().slice(-2000)}`);
     await Promise.all(running.map((c) => c.stop()));
     running.length = 0;
-    if (profile) writeProfilePage(shape.name, profile.dir, `${shape.name}: the service's ${profiledRole} process during the drain (${shape.people} people)`, log);
+    if (profile) writeProfilePage(shape.name, profile.dir, `${shape.name}: the service's ${profiled} process during the drain (${shape.people} people)`, log);
     const o = ours.overall.cpuUsPerRecord;
     log(`  service: ${ours.outputs}/${unique} in ${ours.spanSec} s after ${ours.startupSec} s of start-up = ${ours.recordsPerSec} records/s, ${o.total} µs CPU/record (dedupe ${o.dedupe}, enrich ${o.enrich}, sink ${o.sink}, Postgres ${o.postgres}; broker ${o.broker ?? '?'})`);
     log(`  service tenths: ${ours.tenths.map((w) => `${w.recordsPerSec}/s ${w.cpuUsPerRecord.total} µs`).join(' | ')}`);

@@ -47,7 +47,7 @@ import {
 } from './lib/proc.js';
 import { connectLikeABrowser } from '../test/sandbox/connect.js';
 import { pidFromFile, postgresCpuReader, processCpuSec } from './lib/proc-cpu.js';
-import { freshProfileDir, writeProfilePage } from './lib/thread-profiles.js';
+import { freshProfileDir, profiledRole, writeProfilePage } from './lib/thread-profiles.js';
 import { round, type BenchResult } from './lib/results.js';
 
 const CALIBRATION_REQUESTS = 20;
@@ -281,10 +281,10 @@ export async function benchPipeline(
   const profile = opts.profile ? freshProfileDir(`pipeline-${runtime}`) : undefined;
   // Per role, the enrich process is profiled (the stage that limits the drain; BENCH_PROFILE_ROLE names another);
   // else the one process.
-  const profiledRole = perRole ? (process.env.BENCH_PROFILE_ROLE ?? 'enrich') : 'all';
+  const profiled = perRole ? profiledRole() : 'all';
   const start = () =>
     startShape(perRole, setting.env, (role) =>
-      profile && role === profiledRole ? [...profile.nodeArgs] : [],
+      profile && role === profiled ? [...profile.nodeArgs] : [],
     );
   try {
     return await withService(setting, start, log, async (service) => {

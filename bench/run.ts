@@ -2,8 +2,8 @@
  * `make bench`: runs every benchmark, writes bench/results/<name>.json and the table in bench/README.md.
  * `node dist/bench/run.js [name…] [flags]` runs only the named ones (e.g. `gateway-embedded dedupe-memory`). Flags:
  * `--no-profile` (no profiled gateway runs), `--no-whatif` (no gateway-kafka what-if), `--profile-pipeline` (the
- * pipelines and the drains under --cpu-prof, for bench/profiles/; their results are not written). BENCH_PRIVATE_KAFKA=1: the Kafka
- * benchmarks on a broker of their own (bench/lib/infra.ts). Before the Kafka pipelines the broker is warmed up with
+ * pipelines and the drains under --cpu-prof, for bench/profiles/; their results are not written).
+ * BENCH_PRIVATE_KAFKA=1: the Kafka benchmarks on a broker of their own (bench/lib/infra.ts). Before the Kafka pipelines the broker is warmed up with
  * the pipeline's own work, not measured (bench/pipeline.ts warmUpBroker; BENCH_BROKER_WARM_UP=0 skips it).
  *
  * Kafka benchmarks need KAFKA_BROKERS, SCHEMA_REGISTRY_URL and DATABASE_URL; when they are not set, the local

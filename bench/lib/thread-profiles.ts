@@ -7,6 +7,9 @@ import { join } from 'node:path';
 import { summariseThreads } from './profile-summary.js';
 import { PROFILES_DIR } from './results.js';
 
+/** The role whose process a profiled pipeline or drain profiles when it runs a process per role: enrich by default. */
+export const profiledRole = (): string => process.env.BENCH_PROFILE_ROLE ?? 'enrich';
+
 /** An empty directory for the profiles of `name`, and the node flags that write them there. */
 export function freshProfileDir(name: string): { readonly dir: string; readonly nodeArgs: readonly string[] } {
   const dir = join(PROFILES_DIR, 'raw', name);
